@@ -1,0 +1,58 @@
+"""Settings, read from the environment (``STREAMLEARN_*``) or passed in explicitly.
+
+Nothing reads the environment at import time: build a :class:`Settings` in the entry
+point (CLI, ``create_app``, the worker) and pass it down.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every tunable of the service, with the defaults a first run wants."""
+
+    model_config = SettingsConfigDict(env_prefix="STREAMLEARN_", extra="ignore")
+
+    # --- Redis ---------------------------------------------------------------------------
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://, rediss:// (TLS) or unix:// URL; user and password may be in it. "
+        "None means the embedded default (see `streamlearn serve`).",
+    )
+    redis_cluster: bool = Field(default=False, description="Talk to a Redis Cluster.")
+    key_prefix: str = Field(default="sl", description="Prefix of every key (tests use a unique one).")
+    data_dir: str = Field(default=".streamlearn", description="Where the embedded Redis keeps its data.")
+
+    # --- ingest limits (the API answers 413/422/429 past them) ----------------------------
+    max_body_bytes: int = 32 * 1024 * 1024
+    max_batch: int = 10_000
+    max_features: int = 100_000
+    max_text_chars: int = 1_000_000
+    max_lag: int = 5_000_000
+    idempotency_window_s: int = 24 * 3600
+    feedback_ttl_s: int = 24 * 3600
+
+    # --- worker ----------------------------------------------------------------------------
+    worker_id: str | None = None
+    commit_ms: int = 200
+    commit_examples: int = 200_000
+    publish_ms: int = 250
+    publish_examples: int = 200_000
+    lease_ttl_ms: int = 10_000
+    read_count: int = 200
+    block_ms: int = 100
+    keep_versions: int = 20
+    history_every: int = 1_000
+    heartbeat_ms: int = 1_000
+
+    # --- API -------------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_keys: str = Field(
+        default="",
+        description="Semicolon-separated `key:scope,scope` entries, scopes among learn, predict, "
+        "admin; empty means an open service.",
+    )
+    cache_check_s: float = 2.0
