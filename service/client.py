@@ -1,0 +1,392 @@
+"""A small typed Python client for the streamlearn HTTP API (sync :class:`Client`, async
+:class:`AsyncClient`).
+
+Both classes share one request builder and one response parser, so they cannot drift apart:
+the only difference is whether ``httpx`` is awaited. Every non-2xx answer becomes a
+:class:`ClientError` carrying the server's ``{"error": {"code", "message"}}``, so callers can
+branch on ``err.code`` instead of parsing text.
+
+Example (against a running ``streamlearn serve``)::
+
+    from service.client import Client
+
+    with Client("http://127.0.0.1:8000") as c:
+        c.create_model("spam", {"preset": "spam"})
+        c.learn("spam", [{"text": "win money now", "label": "spam"},
+                         {"text": "lunch at noon?", "label": "ham"}])
+        print(c.predict("spam", {"text": "free money"})["label"])
+        print(c.metrics("spam")["mistakes"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import quote
+
+import httpx
+import orjson
+
+Example = Mapping[str, Any]
+JSON = Any
+
+NDJSON = "application/x-ndjson"
+SVMLIGHT = "text/plain"
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class ClientError(Exception):
+    """The server answered with an error (or could not be reached: ``status`` 0).
+
+    ``code`` is the stable machine-readable code of the server's error body (e.g.
+    ``"invalid_example"``, ``"model_not_found"``), ``message`` its human text.
+    """
+
+    def __init__(self, status: int, code: str, message: str, body: JSON = None):
+        super().__init__(f"{status} {code}: {message}" if status else f"{code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.body = body
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    method: str
+    path: str
+    json: JSON = None
+    content: bytes | None = None
+    content_type: str | None = None
+    params: Mapping[str, Any] | None = None
+    raw: bool = False  # return bytes/text instead of parsed JSON
+
+    def kwargs(self) -> dict[str, Any]:
+        headers: dict[str, str] = {}
+        content = self.content
+        if self.json is not None:
+            content = orjson.dumps(self.json)
+            headers["content-type"] = "application/json"
+        if self.content_type:
+            headers["content-type"] = self.content_type
+        out: dict[str, Any] = {"headers": headers}
+        if content is not None:
+            out["content"] = content
+        if self.params:
+            out["params"] = {k: v for k, v in self.params.items() if v is not None}
+        return out
+
+
+def _model_path(name: str, *rest: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"model name must be a non-empty string, got {name!r}")
+    return "/".join(["/models", quote(name, safe=""), *rest])
+
+
+def _parse(response: httpx.Response, raw: bool) -> JSON:
+    """Decode a success body, or raise :class:`ClientError` with the server's error."""
+    if response.status_code >= 400:
+        code, message, body = "http_error", response.reason_phrase or "error", None
+        try:
+            body = response.json()
+            err = body.get("error", body) if isinstance(body, dict) else {}
+            if isinstance(err, dict):
+                code = str(err.get("code", code))
+                message = str(err.get("message", err.get("detail", message)))
+        except ValueError:
+            message = response.text[:500] or message
+        raise ClientError(response.status_code, code, message, body)
+    if raw:
+        return response.content
+    if not response.content:
+        return None
+    ctype = response.headers.get("content-type", "")
+    if "json" in ctype:
+        return orjson.loads(response.content)
+    return response.text
+
+
+def _examples_body(examples: Example | Sequence[Example], ids: Sequence[str] | None) -> JSON:
+    """One example as itself; several as ``{"examples": [...]}``; ``ids`` merged in order."""
+    if isinstance(examples, Mapping):
+        one = dict(examples)
+        if ids is not None:
+            if len(ids) != 1:
+                raise ValueError(f"ids must have 1 entry for one example, got {len(ids)}")
+            one["id"] = ids[0]
+        return one
+    many = [dict(e) for e in examples]
+    if ids is not None:
+        if len(ids) != len(many):
+            raise ValueError(f"ids must have {len(many)} entries (one per example), got {len(ids)}")
+        for e, i in zip(many, ids, strict=True):
+            e["id"] = i
+    return {"examples": many}
+
+
+class _Requests:
+    """Builds the request of every endpoint; shared by the sync and async clients."""
+
+    @staticmethod
+    def create_model(
+        name: str, spec: Mapping[str, Any] | None, fields: Mapping[str, Any]
+    ) -> _Request:
+        body = {**(spec or {}), **fields}
+        return _Request("PUT", _model_path(name), json=body)
+
+    @staticmethod
+    def learn(
+        name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None
+    ) -> _Request:
+        return _Request("POST", _model_path(name, "examples"), json=_examples_body(examples, ids))
+
+    @staticmethod
+    def learn_raw(name: str, data: bytes | str, fmt: str) -> _Request:
+        if fmt not in ("ndjson", "svmlight"):
+            raise ValueError(f"fmt must be 'ndjson' or 'svmlight', got {fmt!r}")
+        content = data.encode() if isinstance(data, str) else data
+        ctype = NDJSON if fmt == "ndjson" else SVMLIGHT
+        params = {"format": "svmlight"} if fmt == "svmlight" else None
+        return _Request(
+            "POST",
+            _model_path(name, "examples"),
+            content=content,
+            content_type=ctype,
+            params=params,
+        )
+
+    @staticmethod
+    def predict(name: str, examples: Example | Sequence[Example]) -> _Request:
+        return _Request("POST", _model_path(name, "predict"), json=_examples_body(examples, None))
+
+    @staticmethod
+    def feedback(name: str, prediction_id: str, label: Any) -> _Request:
+        body = {"prediction_id": prediction_id, "label": label}
+        return _Request("POST", _model_path(name, "feedback"), json=body)
+
+    @staticmethod
+    def version(name: str, version: int, fmt: str) -> _Request:
+        if fmt not in ("json", "npy"):
+            raise ValueError(f"fmt must be 'json' or 'npy', got {fmt!r}")
+        path = _model_path(name, "versions", str(int(version)))
+        return _Request("GET", path, params={"format": fmt}, raw=fmt == "npy")
+
+    @staticmethod
+    def set_version(name: str, action: str, version: int) -> _Request:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"version must be an integer >= 0, got {version!r}")
+        return _Request("POST", _model_path(name, action), json={"version": version})
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"user-agent": "streamlearn-client", "accept": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+        headers["x-api-key"] = api_key
+    return headers
+
+
+def _unreachable(base_url: str, exc: httpx.TransportError) -> ClientError:
+    return ClientError(0, "unreachable", f"cannot reach {base_url}: {exc}")
+
+
+class Client:
+    """Synchronous client. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=_headers(api_key), timeout=timeout, transport=transport
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, req: _Request) -> JSON:
+        try:
+            response = self._http.request(req.method, req.path, **req.kwargs())
+        except httpx.TransportError as e:
+            raise _unreachable(self.base_url, e) from e
+        return _parse(response, req.raw)
+
+    # --- models ---------------------------------------------------------------------------
+    def create_model(self, name: str, spec: Mapping[str, Any] | None = None, **fields: Any) -> JSON:
+        """Create model ``name`` (or describe it, when the same spec exists already)."""
+        return self._send(_Requests.create_model(name, spec, fields))
+
+    def get_model(self, name: str) -> JSON:
+        return self._send(_Request("GET", _model_path(name)))
+
+    def list_models(self) -> JSON:
+        return self._send(_Request("GET", "/models"))
+
+    def delete_model(self, name: str) -> JSON:
+        return self._send(_Request("DELETE", _model_path(name)))
+
+    # --- data -----------------------------------------------------------------------------
+    def learn(
+        self, name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None = None
+    ) -> JSON:
+        """Post one example or a list; returns ``{"accepted": n, "ids": [...]}``."""
+        return self._send(_Requests.learn(name, examples, ids))
+
+    def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> JSON:
+        """Post an NDJSON or svmlight body as it is."""
+        return self._send(_Requests.learn_raw(name, data, fmt))
+
+    def predict(self, name: str, examples: Example | Sequence[Example]) -> JSON:
+        """One example in, one answer out; a list in, a list out."""
+        out = self._send(_Requests.predict(name, examples))
+        return _unwrap_predictions(examples, out)
+
+    def predict_text(self, name: str, text: str) -> JSON:
+        return self._send(_Request("GET", _model_path(name, "predict"), params={"text": text}))
+
+    def feedback(self, name: str, prediction_id: str, label: Any) -> JSON:
+        return self._send(_Requests.feedback(name, prediction_id, label))
+
+    # --- monitoring and versions ----------------------------------------------------------
+    def metrics(self, name: str) -> JSON:
+        return self._send(_Request("GET", _model_path(name, "metrics")))
+
+    def history(self, name: str) -> JSON:
+        return self._send(_Request("GET", _model_path(name, "history")))
+
+    def versions(self, name: str) -> JSON:
+        return self._send(_Request("GET", _model_path(name, "versions")))
+
+    def version(self, name: str, version: int, fmt: str = "json") -> JSON:
+        return self._send(_Requests.version(name, version, fmt))
+
+    def rollback(self, name: str, version: int) -> JSON:
+        return self._send(_Requests.set_version(name, "rollback", version))
+
+    def pin(self, name: str, version: int) -> JSON:
+        return self._send(_Requests.set_version(name, "pin", version))
+
+    def healthz(self) -> JSON:
+        return self._send(_Request("GET", "/healthz"))
+
+    def readyz(self) -> JSON:
+        return self._send(_Request("GET", "/readyz"))
+
+
+class AsyncClient:
+    """Asynchronous client with the same methods as :class:`Client`, awaited."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, headers=_headers(api_key), timeout=timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, req: _Request) -> JSON:
+        try:
+            response = await self._http.request(req.method, req.path, **req.kwargs())
+        except httpx.TransportError as e:
+            raise _unreachable(self.base_url, e) from e
+        return _parse(response, req.raw)
+
+    async def create_model(
+        self, name: str, spec: Mapping[str, Any] | None = None, **fields: Any
+    ) -> JSON:
+        return await self._send(_Requests.create_model(name, spec, fields))
+
+    async def get_model(self, name: str) -> JSON:
+        return await self._send(_Request("GET", _model_path(name)))
+
+    async def list_models(self) -> JSON:
+        return await self._send(_Request("GET", "/models"))
+
+    async def delete_model(self, name: str) -> JSON:
+        return await self._send(_Request("DELETE", _model_path(name)))
+
+    async def learn(
+        self, name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None = None
+    ) -> JSON:
+        return await self._send(_Requests.learn(name, examples, ids))
+
+    async def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> JSON:
+        return await self._send(_Requests.learn_raw(name, data, fmt))
+
+    async def predict(self, name: str, examples: Example | Sequence[Example]) -> JSON:
+        out = await self._send(_Requests.predict(name, examples))
+        return _unwrap_predictions(examples, out)
+
+    async def predict_text(self, name: str, text: str) -> JSON:
+        return await self._send(
+            _Request("GET", _model_path(name, "predict"), params={"text": text})
+        )
+
+    async def feedback(self, name: str, prediction_id: str, label: Any) -> JSON:
+        return await self._send(_Requests.feedback(name, prediction_id, label))
+
+    async def metrics(self, name: str) -> JSON:
+        return await self._send(_Request("GET", _model_path(name, "metrics")))
+
+    async def history(self, name: str) -> JSON:
+        return await self._send(_Request("GET", _model_path(name, "history")))
+
+    async def versions(self, name: str) -> JSON:
+        return await self._send(_Request("GET", _model_path(name, "versions")))
+
+    async def version(self, name: str, version: int, fmt: str = "json") -> JSON:
+        return await self._send(_Requests.version(name, version, fmt))
+
+    async def rollback(self, name: str, version: int) -> JSON:
+        return await self._send(_Requests.set_version(name, "rollback", version))
+
+    async def pin(self, name: str, version: int) -> JSON:
+        return await self._send(_Requests.set_version(name, "pin", version))
+
+    async def healthz(self) -> JSON:
+        return await self._send(_Request("GET", "/healthz"))
+
+    async def readyz(self) -> JSON:
+        return await self._send(_Request("GET", "/readyz"))
+
+
+def _unwrap_predictions(examples: Example | Sequence[Example], out: JSON) -> JSON:
+    """A list request may be answered as ``{"predictions": [...]}``: hand back the list."""
+    if not isinstance(examples, Mapping) and isinstance(out, dict):
+        for key in ("predictions", "results"):
+            if isinstance(out.get(key), list):
+                return out[key]
+    return out
+
+
+__all__ = ["DEFAULT_URL", "AsyncClient", "Client", "ClientError"]
