@@ -1,0 +1,76 @@
+"""Compiled loops shared by every linear learner: sparse margins and dot products.
+
+Each algorithm keeps its own update kernel in its own module; what lives here is what
+every one of them (and the serving path) needs: ``w·x + b`` over a whole CSR batch.
+Kernels take plain arrays (``indptr`` int64, ``indices`` int32, ``data`` float64) so
+numba compiles them once per dtype signature and caches the machine code on disk.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def csr_margins(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, w: np.ndarray, b: float
+) -> np.ndarray:
+    """``s_i = w·x_i + b`` for every row of a CSR batch (binary weights ``w`` of shape (dim,))."""
+    n = indptr.shape[0] - 1
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        s = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            s += w[indices[k]] * data[k]
+        out[i] = s + b
+    return out
+
+
+@njit(cache=True, nogil=True)
+def csr_margins_scaled_diff(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    w: np.ndarray,
+    bw: float,
+    u: np.ndarray,
+    bu: float,
+    c: float,
+) -> np.ndarray:
+    """``s_i = (w·x_i + bw) − (u·x_i + bu)/c``: margins of ``w − u/c`` without forming it.
+
+    The averaged perceptron serves ``w − u/c`` (lazy averaging); this reads it in O(nnz).
+    With ``c == 0`` (nothing learned yet) the second term is left out.
+    """
+    n = indptr.shape[0] - 1
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        sw = 0.0
+        su = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            sw += w[j] * data[k]
+            su += u[j] * data[k]
+        if c > 0.0:
+            out[i] = (sw + bw) - (su + bu) / c
+        else:
+            out[i] = sw + bw
+    return out
+
+
+@njit(cache=True, nogil=True)
+def csr_margins_multi(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, W: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """``S[i, k] = W[k]·x_i + b[k]`` for multi-class weights ``W`` of shape (K, dim)."""
+    n = indptr.shape[0] - 1
+    K = W.shape[0]
+    out = np.empty((n, K), dtype=np.float64)
+    for i in range(n):
+        for r in range(K):
+            s = 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                s += W[r, indices[k]] * data[k]
+            out[i, r] = s + b[r]
+    return out

@@ -1,0 +1,420 @@
+"""The learner base class and the served linear model.
+
+A :class:`Learner` is the mutable thing a worker feeds batches to; a :class:`LinearModel` is
+the immutable-by-convention snapshot a version holds and the API serves.
+
+Why the base class is shaped this way: every algorithm differs only in its compiled update
+kernel and in the arrays it keeps. So a subclass declares
+
+- ``name`` / ``multiclass`` (its registry key) and, for the served probabilities, ``link``;
+- ``_arrays``: the names of its numpy state arrays (``"w"`` …), allocated by
+  :meth:`Learner._init_arrays` (zeros of shape ``(dim,)`` unless overridden);
+- ``_int_slots`` / ``_float_slots``: names of extra integer / float scalars (a step counter,
+  a scale, the bias …). They live in two small arrays, ``self._c`` (int64: ``examples_seen``,
+  ``mistakes``, ``updates``, then the int slots) and ``self._f`` (float64: ``max_norm``, then
+  the float slots), which the kernel receives and updates in place — so counters are kept by
+  compiled code, not per-example Python;
+- ``_learn(batch, out)``: call the kernel over the whole batch, filling ``out[i]`` with the
+  mistake flag of row ``i``;
+- ``_served()``: the served weights ``(W, b)`` (views are fine; :meth:`serving` copies), and
+  optionally ``decision`` when the served margins can be read without forming ``W``.
+
+Everything else — validation of the batch, counters, ``get_state``/``set_state`` (exact, by
+construction: the state *is* the arrays and the slots), ``params`` (the ``__init__``
+keyword arguments, read back by name as in River and scikit-learn), ``repr`` and
+``serving()`` — is done here once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from service.errors import InvalidSpec
+from service.learning._kernels import csr_margins, csr_margins_multi
+from service.learning.features import Batch
+
+State = dict[str, Any]
+
+_COUNTERS = ("examples_seen", "mistakes", "updates")
+
+
+class InvalidParameter(InvalidSpec, ValueError):
+    """A hyper-parameter is out of its domain. Also a ``ValueError``, so plain Python callers
+    can catch it as such; ``field`` is ``"params.<name>"`` for the API's error body."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message, field=f"params.{name}")
+
+
+# --------------------------------------------------------------------------------------------
+# Eager validation helpers: each returns the value, converted, or raises InvalidParameter
+# with a message naming the field and the offending value ("C must be > 0, got 0").
+# --------------------------------------------------------------------------------------------
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidParameter(name, f"{name} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise InvalidParameter(name, f"{name} must be finite, got {value!r}")
+    return v
+
+
+def positive(name: str, value: Any) -> float:
+    """A finite float > 0."""
+    v = _number(name, value)
+    if v <= 0:
+        raise InvalidParameter(name, f"{name} must be > 0, got {value!r}")
+    return v
+
+
+def non_negative(name: str, value: Any) -> float:
+    """A finite float ≥ 0."""
+    v = _number(name, value)
+    if v < 0:
+        raise InvalidParameter(name, f"{name} must be >= 0, got {value!r}")
+    return v
+
+
+def boolean(name: str, value: Any) -> bool:
+    """A real bool (not 0/1, not "yes")."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameter(name, f"{name} must be true or false, got {value!r}")
+    return bool(value)
+
+
+def one_of(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
+    """One of a fixed set of values (compared with ``==``, type-checked)."""
+    for c in choices:
+        if type(value) is type(c) and value == c:
+            return c
+    raise InvalidParameter(name, f"{name} must be one of {list(choices)!r}, got {value!r}")
+
+
+def _check_dim(dim: Any) -> int:
+    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
+        raise InvalidSpec(f"dim must be an integer >= 1, got {dim!r}", field="dim")
+    return int(dim)
+
+
+# --------------------------------------------------------------------------------------------
+# The served model
+# --------------------------------------------------------------------------------------------
+
+
+def _sigmoid(s: np.ndarray) -> np.ndarray:
+    """A sigmoid that never overflows (exp of a non-positive number only)."""
+    e = np.exp(-np.abs(s))
+    return np.where(s >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softmax(S: np.ndarray) -> np.ndarray:
+    """Row-wise softmax with the max subtracted first, so huge logits cannot overflow."""
+    Z = S - S.max(axis=1, keepdims=True)
+    E = np.exp(Z)
+    out: np.ndarray = E / E.sum(axis=1, keepdims=True)
+    return out
+
+
+def _as_csr(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The batch's arrays in the exact dtypes the kernels were compiled for (no copy if so)."""
+    return (
+        np.ascontiguousarray(batch.indptr, dtype=np.int64),
+        np.ascontiguousarray(batch.indices, dtype=np.int32),
+        np.ascontiguousarray(batch.data, dtype=np.float64),
+    )
+
+
+def _check_indices(batch: Batch, dim: int) -> None:
+    if batch.nnz and (int(batch.indices.min()) < 0 or int(batch.indices.max()) >= dim):
+        bad = (
+            int(batch.indices.max())
+            if int(batch.indices.max()) >= dim
+            else int(batch.indices.min())
+        )
+        raise ValueError(f"feature index must be in [0, {dim}), got {bad}")
+
+
+class LinearModel:
+    """Weights ready to serve: ``W`` (dim,) and a float ``b`` (binary), or ``W`` (K, dim) and
+    ``b`` (K,) (multi-class).
+
+    ``link`` says how margins become probabilities: ``"sigmoid"`` (probability-like, from a
+    margin-based learner, not calibrated), ``"calibrated-sigmoid"`` (the model's own
+    probability, e.g. logistic regression) or ``"softmax"`` (multi-class).
+
+    >>> m = LinearModel(np.array([1.0, -2.0, 0.0]), 0.5)
+    >>> b = Batch.from_rows([([0], [1.0]), ([1], [1.0])], [-1, -1])
+    >>> m.margins(b).tolist(), m.predict(b).tolist()
+    ([1.5, -1.5], [1, 0])
+    >>> [round(p, 4) for p in m.proba(b).tolist()]
+    [0.8176, 0.1824]
+    """
+
+    __slots__ = ("W", "b", "link")
+
+    def __init__(self, W: np.ndarray, b: np.ndarray | float, link: str = "sigmoid"):
+        W = np.ascontiguousarray(W, dtype=np.float64)
+        if W.ndim == 1:
+            self.b: np.ndarray | float = float(b)
+        elif W.ndim == 2:
+            self.b = np.asarray(b, dtype=np.float64).reshape(W.shape[0])
+        else:
+            raise ValueError(f"W must be 1-d or 2-d, got shape {W.shape}")
+        self.W = W
+        self.link = link
+
+    @property
+    def multiclass(self) -> bool:
+        return bool(self.W.ndim == 2)
+
+    @property
+    def dim(self) -> int:
+        return int(self.W.shape[-1])
+
+    def margins(self, batch: Batch) -> np.ndarray:
+        """``s = W·x + b``: shape (n,) binary, (n, K) multi-class."""
+        _check_indices(batch, self.dim)
+        indptr, indices, data = _as_csr(batch)
+        if self.W.ndim == 1:
+            return csr_margins(indptr, indices, data, self.W, float(self.b))
+        return csr_margins_multi(indptr, indices, data, self.W, np.asarray(self.b))
+
+    def predict(self, batch: Batch) -> np.ndarray:
+        """Class indices: binary 1 iff s > 0 (a tie goes to the negative class); else argmax."""
+        s = self.margins(batch)
+        if s.ndim == 1:
+            return (s > 0).astype(np.int32)
+        return np.argmax(s, axis=1).astype(np.int32)
+
+    def proba(self, batch: Batch) -> np.ndarray:
+        """P(positive) of shape (n,) binary, or class probabilities (n, K) multi-class."""
+        s = self.margins(batch)
+        if s.ndim == 1:
+            return _sigmoid(s)
+        return _softmax(s)
+
+    def get_state(self) -> State:
+        return {"W": self.W.copy(), "b": self.b if isinstance(self.b, float) else self.b.copy(),
+                "link": self.link}  # fmt: skip
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> LinearModel:
+        return cls(np.array(state["W"], dtype=np.float64), state["b"], str(state["link"]))
+
+    def __repr__(self) -> str:
+        return f"LinearModel(shape={self.W.shape}, link={self.link!r})"
+
+
+# --------------------------------------------------------------------------------------------
+# The learner base class
+# --------------------------------------------------------------------------------------------
+
+
+class Learner:
+    """Base of every algorithm; see the module docstring for what a subclass supplies.
+
+    Hyper-parameters are exactly the keyword arguments of the subclass's ``__init__`` after
+    ``dim`` and ``n_classes``, stored under the same names; :attr:`params` reads them back.
+    """
+
+    name: ClassVar[str] = ""
+    multiclass: ClassVar[bool] = False
+    link: ClassVar[str] = "sigmoid"
+    _arrays: ClassVar[tuple[str, ...]] = ("w",)
+    _int_slots: ClassVar[tuple[str, ...]] = ()
+    _float_slots: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, dim: int, n_classes: int = 2):
+        self.dim = _check_dim(dim)
+        if isinstance(n_classes, bool) or not isinstance(n_classes, int | np.integer):
+            raise InvalidSpec(f"n_classes must be an integer, got {n_classes!r}", field="classes")
+        if self.multiclass and n_classes < 2:
+            raise InvalidSpec(f"n_classes must be >= 2, got {n_classes}", field="classes")
+        if not self.multiclass and n_classes != 2:
+            raise InvalidSpec(
+                f"{self.name or type(self).__name__} is binary: n_classes must be 2, got {n_classes}",
+                field="classes",
+            )
+        self.n_classes = int(n_classes)
+        self._c = np.zeros(len(_COUNTERS) + len(self._int_slots), dtype=np.int64)
+        self._f = np.zeros(1 + len(self._float_slots), dtype=np.float64)
+        for key, arr in self._init_arrays().items():
+            setattr(self, key, arr)
+
+    # ---- hooks for subclasses ----------------------------------------------------------------
+
+    def _init_arrays(self) -> dict[str, np.ndarray]:
+        """The state arrays at the start, by name (default: zeros of shape (dim,))."""
+        return {key: np.zeros(self.dim, dtype=np.float64) for key in self._arrays}
+
+    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+        """Run the compiled kernel over the whole batch, updating state and counters in place
+        and setting ``out[i]`` when row ``i`` was a mistake."""
+        raise NotImplementedError
+
+    def _served(self) -> tuple[np.ndarray, np.ndarray | float]:
+        """The served weights ``(W, b)``; may be views of the state (callers copy)."""
+        raise NotImplementedError
+
+    # ---- slots: named scalars kept in the arrays the kernels update ---------------------------
+
+    def _islot(self, key: str) -> int:
+        return len(_COUNTERS) + self._int_slots.index(key)
+
+    def _fslot(self, key: str) -> int:
+        return 1 + self._float_slots.index(key)
+
+    # ---- counters ------------------------------------------------------------------------------
+
+    @property
+    def examples_seen(self) -> int:
+        return int(self._c[0])
+
+    @property
+    def mistakes(self) -> int:
+        return int(self._c[1])
+
+    @property
+    def updates(self) -> int:
+        return int(self._c[2])
+
+    @property
+    def max_norm(self) -> float:
+        """R, the largest ‖x‖ seen so far."""
+        return float(self._f[0])
+
+    def counters(self) -> dict[str, int | float]:
+        return {
+            "examples_seen": self.examples_seen,
+            "mistakes": self.mistakes,
+            "updates": self.updates,
+            "max_norm": self.max_norm,
+        }
+
+    # ---- learning and serving --------------------------------------------------------------------
+
+    def _check_batch(self, batch: Batch, *, labels: bool) -> None:
+        _check_indices(batch, self.dim)
+        if labels and batch.n:
+            y = batch.y
+            if int(y.min()) < 0 or int(y.max()) >= self.n_classes:
+                i = int(np.flatnonzero((y < 0) | (y >= self.n_classes))[0])
+                raise ValueError(
+                    f"label must be a class index in [0, {self.n_classes}), got y[{i}] = {int(y[i])}"
+                )
+
+    def learn(self, batch: Batch) -> np.ndarray:
+        """Progressive learning: for each row in order, predict as served, then learn.
+
+        Returns the mistake flags (bool, shape (n,)). The batch is not modified.
+        """
+        self._check_batch(batch, labels=True)
+        out = np.zeros(batch.n, dtype=np.bool_)
+        if batch.n:
+            self._learn(_normalised(batch), out)
+        return out
+
+    def decision(self, batch: Batch) -> np.ndarray:
+        """Served margins: shape (n,) binary, (n, K) multi-class."""
+        W, b = self._served()
+        return LinearModel(W, b, self.link).margins(batch)
+
+    def serving(self) -> LinearModel:
+        """A snapshot (a copy) of the served weights."""
+        W, b = self._served()
+        b_copy = float(b) if np.ndim(b) == 0 else np.array(b, dtype=np.float64)
+        return LinearModel(np.array(W, dtype=np.float64), b_copy, self.link)
+
+    # ---- state -----------------------------------------------------------------------------------
+
+    def get_state(self) -> State:
+        """Everything needed to continue exactly: counters, scalar slots and copies of arrays."""
+        state: State = {key: int(self._c[i]) for i, key in enumerate(_COUNTERS)}
+        state["max_norm"] = float(self._f[0])
+        for key in self._int_slots:
+            state[key] = int(self._c[self._islot(key)])
+        for key in self._float_slots:
+            state[key] = float(self._f[self._fslot(key)])
+        for key in self._arrays:
+            state[key] = getattr(self, key).copy()
+        return state
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Load a state from :meth:`get_state` (of a learner with the same dim and classes).
+
+        Checked first, applied after, so a bad state leaves the learner untouched.
+        """
+        expected = {*_COUNTERS, "max_norm", *self._int_slots, *self._float_slots, *self._arrays}
+        if set(state) != expected:
+            missing, extra = expected - set(state), set(state) - expected
+            raise ValueError(
+                f"state keys differ: missing {sorted(missing)}, unexpected {sorted(extra)}"
+            )
+        arrays = {}
+        for key in self._arrays:
+            cur = getattr(self, key)
+            arr = np.array(state[key], dtype=cur.dtype)
+            if arr.shape != cur.shape:
+                raise ValueError(f"state[{key!r}] must have shape {cur.shape}, got {arr.shape}")
+            arrays[key] = arr
+        c = np.array(
+            [int(state[k]) for k in _COUNTERS] + [int(state[k]) for k in self._int_slots],
+            dtype=np.int64,
+        )
+        f = np.array(
+            [float(state["max_norm"])] + [float(state[k]) for k in self._float_slots],
+            dtype=np.float64,
+        )
+        self._c, self._f = c, f
+        for key, arr in arrays.items():
+            setattr(self, key, arr)
+
+    # ---- hyper-parameters ------------------------------------------------------------------------
+
+    @classmethod
+    def param_names(cls) -> tuple[str, ...]:
+        """The hyper-parameter names: ``__init__``'s arguments after ``dim`` and ``n_classes``."""
+        sig = inspect.signature(cls.__init__)
+        return tuple(p for p in sig.parameters if p not in ("self", "dim", "n_classes"))
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        sig = inspect.signature(cls.__init__)
+        return {k: sig.parameters[k].default for k in cls.param_names()}
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.param_names()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        head = f"dim={self.dim}" + (f", n_classes={self.n_classes}" if self.multiclass else "")
+        return f"{type(self).__name__}({head}{', ' if args else ''}{args})"
+
+
+def _normalised(batch: Batch) -> Batch:
+    """The batch with arrays in the kernels' dtypes (a no-op for batches built by Batch)."""
+    indptr, indices, data = _as_csr(batch)
+    y = np.ascontiguousarray(batch.y, dtype=np.int32)
+    if indptr is batch.indptr and indices is batch.indices and data is batch.data and y is batch.y:
+        return batch
+    return Batch(indptr, indices, data, y)
+
+
+__all__ = [
+    "InvalidParameter",
+    "Learner",
+    "LinearModel",
+    "State",
+    "boolean",
+    "non_negative",
+    "one_of",
+    "positive",
+]
