@@ -41,7 +41,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.learning.features import Batch  # noqa: E402
+from service.learning.features import Batch
 
 # --------------------------------------------------------------------------------------------
 # The synthetic stream (deterministic in its seed; the producer process rebuilds it)
