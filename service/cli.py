@@ -6,6 +6,10 @@ tested without a subprocess. Heavy imports happen inside the commands, to keep `
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
 
 app = typer.Typer(
@@ -15,6 +19,206 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+# --- serve / replay / demo / models / metrics / versions / rollback (service/serve.py, ------
+# --- service/commands.py) -------------------------------------------------------------------
+
+UrlOpt = Annotated[
+    str, typer.Option("--url", envvar="STREAMLEARN_URL", help="Base URL of a running service.")
+]
+KeyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key", envvar="STREAMLEARN_API_KEY", help="API key, if the service has keys."
+    ),
+]
+DEFAULT_SERVICE_URL = "http://127.0.0.1:8000"
+
+
+def _client_call(
+    url: str, api_key: str | None, fn: Callable[..., Any], *args: Any, **kw: Any
+) -> Any:
+    """Run ``fn(client, console, ...)``; a server or file error becomes a red line and exit 1."""
+    from rich.console import Console
+
+    from service.client import Client, ClientError
+
+    console = Console()
+    try:
+        with Client(url, api_key=api_key) as client:
+            return fn(client, console, *args, **kw)
+    except ClientError as e:
+        Console(stderr=True).print(f"[red]error[/] {e}")
+        raise typer.Exit(1) from e
+    except (ValueError, OSError) as e:
+        Console(stderr=True).print(f"[red]error[/] {e}")
+        raise typer.Exit(2) from e
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (0 = any free port).")] = None,
+    redis_url: Annotated[
+        str | None, typer.Option(help="Redis URL; unset means an embedded Redis.")
+    ] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="Where the embedded Redis keeps its data.")
+    ] = None,
+    embedded: Annotated[
+        str, typer.Option(help="Embedded Redis kind: auto, redis-server or fakeredis.")
+    ] = "auto",
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "warning",
+) -> None:
+    """Run the API and a worker in one process (the quickest start).
+
+    With no STREAMLEARN_REDIS_URL it starts an embedded Redis: a private redis-server with an
+    append-only file in --data-dir when one is installed, else an in-memory fakeredis.
+
+    Example:  streamlearn serve --port 8000
+    """
+    from service.serve import serve as run_serve
+    from service.settings import Settings
+
+    if embedded not in ("auto", "redis-server", "fakeredis"):
+        raise typer.BadParameter(f"must be auto, redis-server or fakeredis, got {embedded!r}")
+    overrides: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "redis_url": redis_url,
+        "data_dir": data_dir,
+    }
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    kind = None if embedded == "auto" else embedded
+    raise typer.Exit(run_serve(settings, embedded=kind, log_level=log_level))  # type: ignore[arg-type]
+
+
+@app.command()
+def replay(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="NDJSON or svmlight file.")
+    ],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to post to.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Examples per request.")] = 500,
+    format: Annotated[
+        str | None, typer.Option("--format", help="ndjson or svmlight (default: by extension).")
+    ] = None,
+    order: Annotated[
+        Path | None,
+        typer.Option(
+            exists=True, dir_okay=False, help="File of ids, one a line: post in this order."
+        ),
+    ] = None,
+    rate: Annotated[float, typer.Option(min=0, help="Pace in examples/s (0 = full speed).")] = 0.0,
+    wait: Annotated[
+        float, typer.Option(min=0, help="Seconds to wait for the worker to catch up.")
+    ] = 60.0,
+) -> None:
+    """Post a file of examples to a running service, with a progress bar and final metrics.
+
+    Example:  streamlearn replay stream.jsonl --model spam --order order.txt --batch-size 1000
+    """
+    from service.commands import run_replay
+
+    if format not in (None, "ndjson", "svmlight"):
+        raise typer.BadParameter(f"--format must be ndjson or svmlight, got {format!r}")
+    _client_call(
+        url, api_key, run_replay, file, model,
+        fmt_name=format, batch_size=batch_size, order=order, rate=rate, wait=wait,
+    )  # fmt: skip
+
+
+@app.command()
+def demo(
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Spambase directory (default: ../shared/data/spambase).")
+    ] = None,
+    model: Annotated[str, typer.Option(help="Name of the demo model.")] = "spambase",
+    rate: Annotated[
+        float, typer.Option(min=0, help="Pace in examples/s (0 = full speed).")
+    ] = 500.0,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Post only the first N examples.")
+    ] = None,
+) -> None:
+    """Create a model and replay Spambase into it (shuffled) so the dashboard has a show.
+
+    Example:  streamlearn serve &  streamlearn demo  # then open http://127.0.0.1:8000/
+    """
+    from service.commands import run_demo
+
+    _client_call(url, api_key, run_demo, data=data, model=model, rate=rate, limit=limit)
+
+
+@app.command()
+def models(url: UrlOpt = DEFAULT_SERVICE_URL, api_key: KeyOpt = None) -> None:
+    """List the models of a running service with their counters.
+
+    Example:  streamlearn models --url http://127.0.0.1:8000
+    """
+    from service.commands import show_models
+
+    _client_call(url, api_key, show_models)
+
+
+@app.command()
+def metrics(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+    json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+) -> None:
+    """Show a model's metrics: examples seen, mistakes, updates, rates, version, lag.
+
+    Example:  streamlearn metrics spam --json
+    """
+    from service.commands import show_metrics
+
+    if json:
+        import orjson
+
+        out = _client_call(url, api_key, lambda client, _console: client.metrics(model))
+        typer.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode())
+        return
+    _client_call(url, api_key, show_metrics, model)
+
+
+@app.command()
+def versions(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+) -> None:
+    """List a model's published versions (newest first; which one serves, which are pinned).
+
+    Example:  streamlearn versions spam
+    """
+    from service.commands import show_versions
+
+    _client_call(url, api_key, show_versions, model)
+
+
+@app.command()
+def rollback(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    version: Annotated[int, typer.Argument(min=1, help="Version to return to.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+) -> None:
+    """Roll a model back to a version: a new version equal to it, the learner reset to it.
+
+    Needs an admin key when the service has keys.
+
+    Example:  streamlearn rollback spam 3 --api-key $ADMIN_KEY
+    """
+    from service.commands import do_rollback
+
+    _client_call(url, api_key, do_rollback, model, version)
 
 
 def main() -> None:

@@ -1,0 +1,410 @@
+/* streamlearn dashboard: plain JS, no dependencies, no network beyond this service.
+ *
+ * Polls the HTTP API about once a second: GET /models, then for the selected model
+ * /metrics, /history and /versions. Charts are hand-written SVG. Pin and rollback POST to the
+ * API; when the service has API keys, a 401/403 asks for a key (kept in sessionStorage only).
+ */
+"use strict";
+
+(function () {
+  const POLL_MS = 1000;
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  const BASE = new URL(".", window.location.href).pathname; // works behind a path prefix
+
+  const state = {
+    models: [],
+    selected: decodeURIComponent(window.location.hash.slice(1)) || null,
+    key: sessionStorage.getItem("streamlearn.key") || "",
+    last: {},
+    timer: null,
+    versionsSig: "",
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  // ---------------------------------------------------------------- HTTP --------------------
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { accept: "application/json" };
+    if (state.key) {
+      headers.authorization = "Bearer " + state.key;
+      headers["x-api-key"] = state.key;
+    }
+    const init = { method, headers, cache: "no-store" };
+    if (body !== undefined) {
+      headers["content-type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const res = await fetch(BASE + path.replace(/^\//, ""), init);
+    let data = null;
+    const text = await res.text();
+    if (text) {
+      try { data = JSON.parse(text); } catch (e) { data = text; }
+    }
+    if (!res.ok) {
+      const err = (data && data.error) || {};
+      throw new ApiError(res.status, err.code || "http_" + res.status, err.message || res.statusText);
+    }
+    return data;
+  }
+
+  const modelPath = (name, rest) => "models/" + encodeURIComponent(name) + (rest ? "/" + rest : "");
+
+  // ------------------------------------------------------- shapes of answers ----------------
+  // Accept the documented shapes and their obvious variants, so the page survives small
+  // changes of the API (a bare list, or a list under a named key).
+  function listOf(data, key) {
+    if (Array.isArray(data)) return data;
+    if (data && Array.isArray(data[key])) return data[key];
+    if (data && Array.isArray(data.items)) return data.items;
+    return [];
+  }
+
+  function modelName(m) {
+    return typeof m === "string" ? m : (m && (m.name || m.model)) || String(m);
+  }
+
+  function historyPoints(data) {
+    return listOf(data, "points").map((p) => Array.isArray(p)
+      ? { x: +p[0], mistakes: +p[1], updates: +p[2], time: p[3], drift: !!p[4] }
+      : {
+          x: +(p.examples_seen ?? p.examples ?? 0),
+          mistakes: +(p.mistakes ?? 0),
+          updates: +(p.updates ?? 0),
+          time: p.time,
+          drift: !!(p.drift || p.drift_detected),
+        });
+  }
+
+  // ------------------------------------------------------------ formatting ------------------
+  const nf = new Intl.NumberFormat("en-US");
+  const fmtInt = (v) => (v === null || v === undefined || Number.isNaN(+v) ? "–" : nf.format(Math.round(+v)));
+  const fmtPct = (v) => (v === null || v === undefined || Number.isNaN(+v) ? "–" : (100 * v).toFixed(2) + " %");
+
+  function fmtAgo(t) {
+    if (t === null || t === undefined || t === "") return "–";
+    let ms = typeof t === "number" ? (t > 1e12 ? t : t * 1000) : Date.parse(t);
+    if (Number.isNaN(ms)) return String(t);
+    const s = Math.max(0, (Date.now() - ms) / 1000);
+    if (s < 60) return Math.round(s) + " s ago";
+    if (s < 3600) return Math.round(s / 60) + " min ago";
+    if (s < 86400) return Math.round(s / 3600) + " h ago";
+    return new Date(ms).toLocaleString();
+  }
+
+  function setText(id, text) {
+    const el = $(id);
+    if (el.textContent !== text) {
+      el.textContent = text;
+      el.classList.remove("flash");
+      void el.offsetWidth; // restart the animation
+      el.classList.add("flash");
+    }
+  }
+
+  function toast(message, isError) {
+    const t = $("toast");
+    t.textContent = message;
+    t.classList.toggle("error", !!isError);
+    t.classList.remove("hidden");
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(() => t.classList.add("hidden"), 4000);
+  }
+
+  function setStatus(kind, text) {
+    const s = $("status");
+    s.dataset.state = kind;
+    s.textContent = text;
+  }
+
+  // --------------------------------------------------------------- charts -------------------
+  function el(name, attrs, parent) {
+    const node = document.createElementNS(SVG_NS, name);
+    for (const k in attrs) node.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function niceMax(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+    return 10 * p;
+  }
+
+  function shortNum(v) {
+    if (Math.abs(v) >= 1e6) return (v / 1e6).toFixed(v % 1e6 ? 1 : 0) + "M";
+    if (Math.abs(v) >= 1e3) return (v / 1e3).toFixed(v % 1e3 ? 1 : 0) + "k";
+    return String(Math.round(v * 1000) / 1000);
+  }
+
+  // Draw series [{cls, points: [[x, y]...]}] on an SVG sized to its box; returns the frame.
+  function drawChart(svg, series, opts) {
+    const box = svg.getBoundingClientRect();
+    const W = Math.max(200, Math.round(box.width)), H = Math.max(80, Math.round(box.height));
+    svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+    const m = { l: 52, r: 14, t: 10, b: 24 };
+    const all = series.flatMap((s) => s.points);
+    if (all.length < 2) {
+      el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "placeholder" }, svg)
+        .textContent = opts.empty || "waiting for data…";
+      return;
+    }
+    const xmin = Math.min(...all.map((p) => p[0])), xmax = Math.max(...all.map((p) => p[0]));
+    const ymax = opts.ymax || niceMax(Math.max(...all.map((p) => p[1])));
+    const xr = niceMax(xmax - Math.min(0, xmin)) || 1;
+    const sx = (x) => m.l + ((x - Math.min(0, xmin)) / xr) * (W - m.l - m.r);
+    const sy = (y) => H - m.b - (y / ymax) * (H - m.t - m.b);
+    for (let i = 0; i <= 4; i++) {
+      const y = (ymax * i) / 4;
+      el("line", { x1: m.l, x2: W - m.r, y1: sy(y), y2: sy(y), class: "grid" }, svg);
+      el("text", { x: m.l - 8, y: sy(y) + 4, "text-anchor": "end", class: "axis-label" }, svg)
+        .textContent = opts.yfmt ? opts.yfmt(y) : shortNum(y);
+    }
+    for (let i = 0; i <= 5; i++) {
+      const x = Math.min(0, xmin) + (xr * i) / 5;
+      el("text", { x: sx(x), y: H - 6, "text-anchor": i === 0 ? "start" : i === 5 ? "end" : "middle", class: "axis-label" }, svg)
+        .textContent = shortNum(x);
+    }
+    for (const x of opts.marks || []) {
+      el("line", { x1: sx(x), x2: sx(x), y1: m.t, y2: H - m.b, class: "drift-mark" }, svg);
+    }
+    for (const s of series) {
+      if (s.points.length < 2) continue;
+      const d = s.points.map((p, i) => (i ? "L" : "M") + sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join("");
+      if (s.area) {
+        const first = s.points[0], last = s.points[s.points.length - 1];
+        el("path", { d: d + `L${sx(last[0]).toFixed(1)},${sy(0)}L${sx(first[0]).toFixed(1)},${sy(0)}Z`, class: "area " + s.cls }, svg);
+      }
+      el("path", { d, class: "series " + s.cls, "data-points": s.points.length }, svg);
+    }
+  }
+
+  // The rate over the last `win` examples at each point, from cumulative counts.
+  function rollingRate(points, win) {
+    const out = [];
+    let j = 0;
+    for (let i = 0; i < points.length; i++) {
+      while (j < i && points[i].x - points[j + 1].x >= win) j++;
+      const dx = points[i].x - points[j].x;
+      if (i > 0 && dx > 0) out.push([points[i].x, (points[i].mistakes - points[j].mistakes) / dx]);
+    }
+    return out;
+  }
+
+  function renderCharts(points) {
+    const mk = points.map((p) => [p.x, p.mistakes]);
+    const up = points.map((p) => [p.x, p.updates]);
+    const marks = points.filter((p) => p.drift).map((p) => p.x);
+    drawChart($("chart"), [{ cls: "updates", points: up }, { cls: "mistakes", points: mk }], { marks });
+    const total = points.length ? points[points.length - 1].x : 0;
+    const win = Math.max(100, niceMax(total / 20));
+    $("rate-window").textContent = "mistakes per example over the last " + nf.format(win) + " examples";
+    const rate = rollingRate(points, win);
+    const rmax = Math.min(1, niceMax(Math.max(0.01, ...rate.map((p) => p[1]))));
+    drawChart($("rate-chart"), [{ cls: "rate", points: rate, area: true }],
+      { marks, ymax: rmax, yfmt: (v) => (100 * v).toFixed(v * 100 < 10 ? 1 : 0) + "%" });
+  }
+
+  // ------------------------------------------------------------ rendering -------------------
+  function renderModels() {
+    const ul = $("model-list");
+    const names = state.models.map(modelName);
+    $("no-models").classList.toggle("hidden", names.length > 0);
+    ul.replaceChildren(...names.map((name) => {
+      const li = document.createElement("li");
+      li.dataset.model = name;
+      li.classList.toggle("active", name === state.selected);
+      const label = document.createElement("span");
+      label.textContent = name;
+      const count = document.createElement("span");
+      count.className = "count";
+      const m = state.last[name];
+      count.textContent = m ? fmtInt(m.examples_seen) : "";
+      li.append(label, count);
+      li.addEventListener("click", () => select(name));
+      return li;
+    }));
+  }
+
+  function renderMetrics(name, m, spec) {
+    $("empty").classList.add("hidden");
+    $("detail").classList.remove("hidden");
+    $("model-name").textContent = name;
+    const algo = spec && (spec.algorithm || (spec.spec && spec.spec.algorithm));
+    $("model-algo").textContent = algo || "";
+    $("model-algo").classList.toggle("hidden", !algo);
+    setText("stat-examples", fmtInt(m.examples_seen));
+    setText("stat-mistakes", fmtInt(m.mistakes));
+    setText("stat-updates", fmtInt(m.updates));
+    setText("stat-rate", fmtPct(m.mistake_rate));
+    setText("stat-rolling", fmtPct(m.rolling_mistake_rate));
+    setText("stat-version", m.version === null || m.version === undefined ? "–" : String(m.version));
+    setText("stat-lag", fmtInt(m.lag));
+    const d = m.drift || {};
+    const detections = d === true ? 1 : +(d.detections || 0);
+    $("drift-chip").textContent = detections === 1 ? "1 drift detected" : detections + " drifts detected";
+    $("drift-chip").classList.toggle("now", !!d.detected);
+    $("drift-chip").classList.toggle("hidden", detections === 0);
+    $("updated-at").textContent = m.last_update ? "last update " + fmtAgo(m.last_update) : "";
+  }
+
+  function versionNumber(v) {
+    return typeof v === "number" ? v : +(v.version ?? v.n ?? v.number);
+  }
+
+  function renderVersions(name, data, metrics) {
+    const list = listOf(data, "versions");
+    const head = data && !Array.isArray(data) ? (data.head ?? metrics.version) : metrics.version;
+    const pinned = data && !Array.isArray(data) ? data.pinned : null;
+    const sig = JSON.stringify([name, list, head, pinned]);
+    if (sig === state.versionsSig) return;
+    state.versionsSig = sig;
+    const rows = list.slice().sort((a, b) => versionNumber(b) - versionNumber(a)).map((v) => {
+      const n = versionNumber(v);
+      const tr = document.createElement("tr");
+      tr.dataset.version = n;
+      const isHead = n === +head;
+      const isPinned = (typeof v === "object" && v.pinned) || (pinned !== null && pinned !== undefined && n === +pinned);
+      tr.classList.toggle("head", isHead);
+      const cells = [
+        String(n),
+        fmtAgo(typeof v === "object" ? (v.created_at ?? v.time ?? v.published_at) : null),
+        fmtInt(typeof v === "object" ? v.examples_seen : null),
+        fmtInt(typeof v === "object" ? v.mistakes : null),
+      ];
+      for (const c of cells) {
+        const td = document.createElement("td");
+        td.textContent = c;
+        tr.appendChild(td);
+      }
+      const badges = document.createElement("td");
+      if (isHead) badges.insertAdjacentHTML("beforeend", '<span class="badge head">serving</span>');
+      if (isPinned) badges.insertAdjacentHTML("beforeend", '<span class="badge pinned">pinned</span>');
+      tr.appendChild(badges);
+      const actions = document.createElement("td");
+      actions.className = "actions";
+      const pin = document.createElement("button");
+      pin.className = "ghost small";
+      pin.textContent = "Pin";
+      pin.dataset.action = "pin";
+      pin.addEventListener("click", () => act(name, "pin", n));
+      const rb = document.createElement("button");
+      rb.className = "danger small";
+      rb.textContent = "Roll back";
+      rb.dataset.action = "rollback";
+      rb.addEventListener("click", () => {
+        if (confirm(`Roll ${name} back to version ${n}? Updates after it are discarded.`)) act(name, "rollback", n);
+      });
+      actions.append(pin, rb);
+      tr.appendChild(actions);
+      return tr;
+    });
+    if (!rows.length) {
+      const tr = document.createElement("tr");
+      tr.innerHTML = '<td colspan="6" class="muted">no version published yet</td>';
+      rows.push(tr);
+    }
+    $("versions").replaceChildren(...rows);
+  }
+
+  // --------------------------------------------------------------- actions ------------------
+  async function act(name, action, version) {
+    try {
+      await api("POST", modelPath(name, action), { version });
+      toast(action === "pin" ? `Pinned ${name} to version ${version}` : `Rolled ${name} back to version ${version}`);
+      state.versionsSig = "";
+      poll();
+    } catch (e) {
+      if (e.status === 401 || e.status === 403) {
+        askKey(e.status === 403 ? "This key lacks the admin scope needed to " + action + "." : "An admin key is needed to " + action + ".",
+          () => act(name, action, version));
+      } else {
+        toast(`${action} failed: ${e.message}`, true);
+      }
+    }
+  }
+
+  function askKey(reason, then) {
+    const dialog = $("key-dialog");
+    if (dialog.open) return;
+    $("key-reason").textContent = reason;
+    $("key-input").value = state.key;
+    dialog.onclose = () => {
+      if (dialog.returnValue === "ok") {
+        state.key = $("key-input").value.trim();
+        sessionStorage.setItem("streamlearn.key", state.key);
+        if (then) then();
+      } else if (dialog.returnValue === "clear") {
+        state.key = "";
+        sessionStorage.removeItem("streamlearn.key");
+      }
+    };
+    if (dialog.showModal) dialog.showModal();
+    else {
+      const k = prompt(reason);
+      if (k !== null) { state.key = k; sessionStorage.setItem("streamlearn.key", k); if (then) then(); }
+    }
+  }
+
+  function select(name) {
+    state.selected = name;
+    state.versionsSig = "";
+    window.location.hash = encodeURIComponent(name);
+    renderModels();
+    poll();
+  }
+
+  // ------------------------------------------------------------------ loop ------------------
+  async function pollModel(name) {
+    const [metrics, history, versions, spec] = await Promise.all([
+      api("GET", modelPath(name, "metrics")),
+      api("GET", modelPath(name, "history")).catch(() => []),
+      api("GET", modelPath(name, "versions")).catch(() => []),
+      state.last.__spec && state.last.__spec.name === name ? state.last.__spec.spec
+        : api("GET", modelPath(name)).catch(() => null),
+    ]);
+    state.last.__spec = { name, spec };
+    state.last[name] = metrics;
+    renderMetrics(name, metrics, spec);
+    renderCharts(historyPoints(history));
+    renderVersions(name, versions, metrics);
+  }
+
+  async function poll() {
+    clearTimeout(state.timer);
+    try {
+      state.models = listOf(await api("GET", "models"), "models");
+      const names = state.models.map(modelName);
+      if (!state.selected || !names.includes(state.selected)) state.selected = names[0] || null;
+      renderModels();
+      if (state.selected) await pollModel(state.selected);
+      else {
+        $("detail").classList.add("hidden");
+        $("empty").classList.remove("hidden");
+      }
+      setStatus("ok", "live · " + new Date().toLocaleTimeString());
+    } catch (e) {
+      if (e.status === 401 || e.status === 403) {
+        setStatus("error", "API key needed");
+        askKey("This service requires an API key to read models.", poll);
+      } else {
+        setStatus("error", e.status ? `error ${e.status}: ${e.message}` : "service unreachable");
+      }
+    } finally {
+      state.timer = setTimeout(poll, POLL_MS);
+    }
+  }
+
+  $("key-button").addEventListener("click", () => askKey("The key this page sends with each request (kept in this tab only).", poll));
+  window.addEventListener("resize", () => { state.versionsSig = ""; poll(); });
+  poll();
+})();

@@ -1,0 +1,169 @@
+"""Replay a file of examples into a running service: ``streamlearn replay`` and ``demo``.
+
+Lines are posted as they are (NDJSON or svmlight bodies of ``batch_size`` lines), not parsed
+and re-encoded, so the client is never the bottleneck; only ``--order`` needs the ids, and
+then each line is parsed once to learn its id. A 429 (backlog over ``max_lag``) or 503 is
+retried after a short pause: a replay slows down instead of failing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from service.client import Client, ClientError
+
+FORMATS = ("ndjson", "svmlight")
+RETRY_STATUSES = (429, 503)
+
+
+@dataclass
+class ReplayResult:
+    posted: int
+    requests: int
+    seconds: float
+    retries: int
+
+    @property
+    def rate(self) -> float:
+        return self.posted / self.seconds if self.seconds > 0 else 0.0
+
+
+def guess_format(path: Path) -> str:
+    """``svmlight`` for .svm/.svmlight/.libsvm/.txt files, else ``ndjson``."""
+    return (
+        "svmlight" if path.suffix.lower() in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
+    )
+
+
+def read_lines(path: Path, fmt: str) -> list[bytes]:
+    """The non-blank, non-comment lines of the file, without their line ends."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
+    out = []
+    with path.open("rb") as f:
+        for raw in f:
+            line = raw.strip()
+            if line and not (fmt == "svmlight" and line.startswith(b"#")):
+                out.append(line)
+    return out
+
+
+def read_order(path: Path) -> list[str]:
+    """Ids, one a line (blank lines ignored)."""
+    return [s.strip() for s in path.read_text().splitlines() if s.strip()]
+
+
+def apply_order(
+    lines: Sequence[bytes], order: Sequence[str], *, source: str = "file"
+) -> list[bytes]:
+    """Reorder NDJSON lines by their ``id``; every id of ``order`` must be in the file once."""
+    by_id: dict[str, bytes] = {}
+    for n, line in enumerate(lines, 1):
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            raise ValueError(f"{source} line {n} is not JSON: {e}") from e
+        ident = obj.get("id") if isinstance(obj, dict) else None
+        if ident is None:
+            raise ValueError(f"{source} line {n} has no 'id': --order needs ids on every line")
+        by_id[str(ident)] = line
+    missing = [i for i in order if i not in by_id]
+    if missing:
+        raise ValueError(f"order names {len(missing)} ids not in {source}, e.g. {missing[0]!r}")
+    if len(set(order)) != len(order):
+        raise ValueError("order lists an id more than once")
+    return [by_id[i] for i in order]
+
+
+def batches(lines: Sequence[bytes], size: int) -> Iterator[Sequence[bytes]]:
+    if size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {size}")
+    for i in range(0, len(lines), size):
+        yield lines[i : i + size]
+
+
+def replay(
+    client: Client,
+    model: str,
+    lines: Sequence[bytes],
+    *,
+    fmt: str = "ndjson",
+    batch_size: int = 500,
+    rate: float = 0.0,
+    on_batch: Callable[[int], None] | None = None,
+    max_retries: int = 100,
+) -> ReplayResult:
+    """Post ``lines`` in batches; ``rate`` > 0 paces the posts to about that many examples/s."""
+    if rate < 0:
+        raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {rate}")
+    start = time.perf_counter()
+    posted = requests = retries = 0
+    for chunk in batches(lines, batch_size):
+        body = b"\n".join(chunk) + b"\n"
+        for attempt in range(max_retries + 1):
+            try:
+                client.learn_raw(model, body, fmt)
+                break
+            except ClientError as e:
+                if e.status not in RETRY_STATUSES or attempt == max_retries:
+                    raise
+                retries += 1
+                time.sleep(0.5)
+        requests += 1
+        posted += len(chunk)
+        if on_batch is not None:
+            on_batch(len(chunk))
+        if rate > 0:
+            ahead = posted / rate - (time.perf_counter() - start)
+            if ahead > 0:
+                time.sleep(ahead)
+    return ReplayResult(posted, requests, time.perf_counter() - start, retries)
+
+
+def wait_learned(client: Client, model: str, *, timeout: float = 60.0) -> dict[str, object]:
+    """Poll the model's metrics until its lag is 0 (or ``timeout``); return the last metrics."""
+    deadline = time.monotonic() + timeout
+    metrics: dict[str, object] = client.metrics(model)
+    while metrics.get("lag") not in (0, None) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        metrics = client.metrics(model)
+    return metrics
+
+
+def find_spambase(explicit: Path | None = None) -> Path:
+    """The Spambase directory: ``explicit``, else ``../shared/data/spambase`` beside the repo
+    (or beside the current directory)."""
+    candidates = [explicit] if explicit is not None else []
+    repo = Path(__file__).resolve().parents[1]
+    candidates += [
+        repo.parent / "shared" / "data" / "spambase",
+        Path.cwd().parent / "shared" / "data" / "spambase",
+        Path.cwd() / "shared" / "data" / "spambase",
+    ]
+    for c in candidates:
+        if c is not None and (c / "stream.jsonl").is_file():
+            return c
+        if c is not None and c.is_file() and c.name.endswith(".jsonl"):
+            return c.parent
+    raise FileNotFoundError(
+        "Spambase not found (looked for stream.jsonl in "
+        + ", ".join(str(c) for c in candidates if c is not None)
+        + "); pass --data DIR"
+    )
+
+
+__all__ = [
+    "ReplayResult",
+    "apply_order",
+    "find_spambase",
+    "guess_format",
+    "read_lines",
+    "read_order",
+    "replay",
+    "wait_learned",
+]

@@ -1,0 +1,181 @@
+"""``streamlearn serve``: the API and one worker in one process, on an embedded Redis by default.
+
+The API runs under uvicorn in the main thread (uvicorn owns SIGINT/SIGTERM); the worker runs
+in a second thread with its own event loop — numba kernels release the GIL, so the two share
+the process without starving each other. On Ctrl-C: uvicorn drains its requests, then the
+worker is asked to stop (it finishes and commits the batch in hand and releases its lease),
+then the embedded Redis, if any, is shut down (redis-server flushes its append-only file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.embedded import EmbeddedRedis, Kind, free_port, start_embedded
+from service.settings import Settings
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class WorkerThread:
+    """A worker running in its own thread and event loop, stoppable from any thread."""
+
+    settings: Settings
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="streamlearn-worker", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Ask the worker to commit and exit; True when it did within ``timeout``."""
+        self.stop_event.set()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as e:  # reported by serve(); a thread cannot raise to its caller
+            self.error = e
+
+    async def _run(self) -> None:
+        worker, close = await _make_worker(self.settings)
+        try:
+            task = asyncio.create_task(worker.run(burst=False))
+            while not self.stop_event.is_set() and not task.done():
+                await asyncio.sleep(0.05)
+            if not task.done():
+                await _request_stop(worker, task)
+            await task
+        finally:
+            await close()
+
+
+async def _make_worker(settings: Settings) -> tuple[Any, Callable[[], Any]]:
+    """Build ``Worker(settings, store)`` as docs/architecture.md describes it."""
+    from workers.trainer import Worker
+
+    from service.store import connect, make_store
+
+    client = connect(settings)
+    store = make_store(client, settings)
+    worker = Worker(settings, store)
+
+    async def close() -> None:
+        with contextlib.suppress(Exception):
+            await client.aclose()
+
+    return worker, close
+
+
+async def _request_stop(worker: Any, task: asyncio.Task[Any], timeout: float = 20.0) -> None:
+    """Graceful stop (the worker commits what it holds); cancel only if it does not listen."""
+    stop = getattr(worker, "stop", None) or getattr(worker, "request_stop", None)
+    if stop is not None:
+        result = stop()
+        if inspect.isawaitable(result):
+            await result
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def urls(settings: Settings) -> dict[str, str]:
+    host = settings.host
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{shown}:{settings.port}"
+    return {"api": base, "docs": f"{base}/docs", "dashboard": f"{base}/"}
+
+
+def describe_embedded(embedded: EmbeddedRedis) -> str:
+    what = (
+        f"a private redis-server at {embedded.url}"
+        if embedded.kind == "redis-server"
+        else f"an in-process fakeredis at {embedded.url}"
+    )
+    note = f" ({embedded.note})" if embedded.note else ""
+    return f"Redis: embedded, {what}{note} — {embedded.durability}"
+
+
+def serve(
+    settings: Settings,
+    *,
+    embedded: Kind | None = None,
+    say: Say = print,
+    log_level: str = "warning",
+) -> int:
+    """Run API + worker until interrupted; returns a process exit code."""
+    import uvicorn
+
+    from service.api.app import create_app
+
+    if settings.port == 0:
+        settings = settings.model_copy(update={"port": free_port(settings.host)})
+    redis: EmbeddedRedis | None = None
+    if settings.redis_url is None:
+        redis = start_embedded(settings.data_dir, prefer=embedded)
+        settings = settings.model_copy(update={"redis_url": redis.url})
+        say(describe_embedded(redis))
+    else:
+        say(f"Redis: {_redact(settings.redis_url)} (STREAMLEARN_REDIS_URL)")
+    worker = WorkerThread(settings)
+    code = 0
+    try:
+        app = create_app(settings)
+        worker.start()
+        u = urls(settings)
+        say(f"API:       {u['api']}")
+        say(f"Docs:      {u['docs']}")
+        say(f"Dashboard: {u['dashboard']}")
+        say("Press Ctrl-C to stop.")
+        config = uvicorn.Config(
+            app, host=settings.host, port=settings.port, log_level=log_level, lifespan="on"
+        )
+        server = uvicorn.Server(config)
+        server.run()
+        if not server.started:
+            code = 1
+    finally:
+        say("Stopping: worker commits its batch…")
+        if not worker.stop():
+            say("worker did not stop in time")
+            code = code or 1
+        if worker.error is not None:
+            say(f"worker failed: {worker.error!r}")
+            code = code or 1
+        if redis is not None:
+            redis.stop()
+            say(f"Embedded Redis stopped ({redis.kind}).")
+    return code
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for printing."""
+    if "@" not in url:
+        return url
+    scheme, _, rest = url.partition("://")
+    cred, _, host = rest.rpartition("@")
+    user = cred.split(":", 1)[0]
+    return f"{scheme}://{user + ':***' if user else '***'}@{host}"
+
+
+__all__ = ["WorkerThread", "describe_embedded", "serve", "urls"]
