@@ -1,0 +1,97 @@
+"""What every part of :class:`Store` shares: the client, the keys, the limits, the scripts,
+and the translation of connection failures into :class:`StoreUnavailable`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
+
+from redis import exceptions as rexc
+
+from service.errors import StoreUnavailable
+from service.settings import Settings
+from service.store import scripts
+from service.store.connection import Client, is_cluster
+from service.store.keys import Keys
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+UNAVAILABLE: tuple[type[BaseException], ...] = (
+    rexc.ConnectionError,
+    rexc.TimeoutError,
+    rexc.BusyLoadingError,
+    rexc.ClusterDownError,
+    rexc.TryAgainError,
+    rexc.MasterDownError,
+    rexc.ReadOnlyError,
+    rexc.SlotNotCoveredError,
+    ConnectionError,
+    OSError,
+)
+
+
+def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Turn Redis connection failures raised by ``fn`` into :class:`StoreUnavailable`."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(*args, **kwargs)
+        except UNAVAILABLE as e:
+            raise StoreUnavailable(f"Redis is unavailable: {e}") from e
+
+    return wrapper
+
+
+def text(value: bytes | str | None) -> str | None:
+    """A reply as ``str`` (clients keep raw bytes)."""
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_id(entry_id: str) -> tuple[int, int]:
+    """``"ms-seq"`` → ``(ms, seq)``, the order Redis gives stream ids."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def next_id(entry_id: str) -> str:
+    """The smallest id after ``entry_id`` (for ``XTRIM MINID``: trim everything ≤ it)."""
+    ms, seq = parse_id(entry_id)
+    return f"{ms}-{seq + 1}"
+
+
+class StoreBase:
+    """Holds the client, :class:`Keys`, the :class:`Settings` limits and registered scripts."""
+
+    def __init__(self, client: Client, keys: Keys, settings: Settings | None = None) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = settings or Settings()
+        self.cluster = is_cluster(client)
+        reg: Callable[[str], Any] = client.register_script
+        self._create = reg(scripts.CREATE_MODEL)
+        self._delete = reg(scripts.DELETE_MODEL)
+        self._append = reg(scripts.APPEND)
+        self._acquire = reg(scripts.ACQUIRE)
+        self._renew = reg(scripts.RENEW)
+        self._release = reg(scripts.RELEASE)
+        self._commit = reg(scripts.COMMIT)
+        self._rollback = reg(scripts.ROLLBACK)
+        self._pin = reg(scripts.PIN)
+        self._unpin = reg(scripts.UNPIN)
+
+    async def close(self) -> None:
+        """Close the client's connections."""
+        close = getattr(self.client, "aclose", None) or self.client.close
+        await close()
+
+    async def ping(self) -> bool:
+        """Whether Redis answers (``readyz``)."""
+        try:
+            return bool(await self.client.ping())
+        except UNAVAILABLE:
+            return False

@@ -1,0 +1,365 @@
+"""The :class:`Store`: model specs, leases with fencing epochs, the atomic commit, metrics,
+worker heartbeats — plus the stream and version operations it inherits.
+
+The exactly-once argument lives in ``docs/pipeline.md``; in short: a worker learns for a
+model only under its lease (``worker-id:epoch``, the epoch bumped by every grant), and its
+commit — state, counters, cursor, dead letters, trim, history point and, when due, a new
+version — is one Lua script that refuses unless the lease still carries the writer's token
+and the stored cursor is the one the writer started from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from service.errors import CommitConflict, LeaseLost, ModelNotFound, SpecConflict
+from service.settings import Settings
+from service.store.base import guarded, next_id, text
+from service.store.codec import StateValue, decode_state, encode_state
+from service.store.connection import connect
+from service.store.keys import Keys, validate_model_name
+from service.store.streams import StreamOps
+from service.store.versions import HISTORY_MAXLEN, VersionOps
+
+DEAD_MAXLEN = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A granted lease: ``token`` is what ``sl:{m}:lease`` holds while it is ours."""
+
+    model: str
+    worker_id: str
+    epoch: int
+
+    @property
+    def token(self) -> str:
+        return f"{self.worker_id}:{self.epoch}"
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedState:
+    """What the last commit left: the learner state (None before the first), counters, cursor."""
+
+    state: dict[str, StateValue] | None
+    cursor: str
+    examples_seen: int
+    mistakes: int
+    updates: int
+    applied: int  # stream examples consumed (learned or dead-lettered); lag = appended − this
+    updated_at: int | None  # ms, server clock
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An entry that could not be learned, and why."""
+
+    entry_id: str
+    reason: str
+    payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    version: int | None  # the version published in the same step, if any
+    time: int  # server time of the commit, ms
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """The numbers ``GET /models/{m}/metrics`` needs, read in one round trip."""
+
+    examples_seen: int
+    mistakes: int
+    updates: int
+    version: int | None
+    lag: int
+    last_update: int | None  # ms
+    appended: int
+    applied: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    worker_id: str
+    models: list[str]
+    ts: int  # ms, the worker's clock at its last heartbeat
+    pid: int | None = None
+    host: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def canonical_spec(spec: Mapping[str, Any]) -> bytes:
+    """The bytes a spec is stored (and compared) as: orjson with sorted keys."""
+    return orjson.dumps(dict(spec), option=orjson.OPT_SORT_KEYS)
+
+
+class Store(StreamOps, VersionOps):
+    """Every Redis operation of the service (async). Build with :meth:`open` or directly."""
+
+    @classmethod
+    def open(cls, settings: Settings) -> Store:
+        """A store on ``connect(settings)`` with ``Keys(settings.key_prefix)``."""
+        return cls(connect(settings), Keys(settings.key_prefix), settings)
+
+    # --- specs ---------------------------------------------------------------------------
+    @guarded
+    async def create_model(self, m: str, spec: Mapping[str, Any]) -> bool:
+        """Store ``spec`` (a JSON-safe dict) under ``m``: True if created, False if the same
+        spec was already there; :class:`SpecConflict` if another one is."""
+        validate_model_name(m)
+        got = int(
+            await self._create(
+                keys=[self.keys.spec(m)], args=[canonical_spec(spec), int(time.time() * 1000)]
+            )
+        )
+        if got < 0:
+            raise SpecConflict(f"model {m!r} exists with another spec", field="spec")
+        await self.client.sadd(self.keys.models(), m)
+        return got == 1
+
+    @guarded
+    async def get_spec(self, m: str) -> dict[str, Any]:
+        """The stored spec dict; :class:`ModelNotFound` if ``m`` does not exist."""
+        raw = await self.client.hget(self.keys.spec(m), "json")
+        if raw is None:
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+        spec: dict[str, Any] = orjson.loads(raw)
+        return spec
+
+    @guarded
+    async def model_info(self, m: str) -> dict[str, Any]:
+        """``{"spec": ..., "created_at": ms}``; :class:`ModelNotFound` if absent."""
+        raw, created = await self.client.hmget(self.keys.spec(m), ["json", "created_at"])
+        if raw is None:
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+        return {"spec": orjson.loads(raw), "created_at": int(created or 0)}
+
+    @guarded
+    async def exists(self, m: str) -> bool:
+        return bool(await self.client.exists(self.keys.spec(m)))
+
+    @guarded
+    async def list_models(self) -> list[str]:
+        """Model names, sorted."""
+        return sorted(text(x) or "" for x in await self.client.smembers(self.keys.models()))
+
+    @guarded
+    async def delete_model(self, m: str) -> bool:
+        """Delete every key of ``m`` (stream, state, versions, kept predictions…). The lease
+        goes too, so a worker's in-flight commit is refused. True if the model existed."""
+        k = self.keys
+        await self.client.srem(k.models(), m)
+        fixed = [key for key in k.model_keys(m) if key != k.versions(m)]
+        existed = int(
+            await self._delete(keys=[k.epoch(m), k.versions(m), *fixed], args=[k.version_base(m)])
+        )
+        found = [
+            key async for key in self.client.scan_iter(match=k.prediction_pattern(m), count=1000)
+        ]
+        for i in range(0, len(found), 500):
+            await self.client.delete(*found[i : i + 500])
+        return existed > 0
+
+    # --- leases --------------------------------------------------------------------------
+    @guarded
+    async def acquire(self, m: str, worker_id: str, ttl_ms: int | None = None) -> Lease | None:
+        """Take ``m``'s lease if it is free (bumping the epoch); None if held or no model."""
+        k = self.keys
+        ttl = ttl_ms or self.settings.lease_ttl_ms
+        epoch = int(
+            await self._acquire(keys=[k.lease(m), k.epoch(m), k.spec(m)], args=[worker_id, ttl])
+        )
+        return Lease(m, worker_id, epoch) if epoch > 0 else None
+
+    @guarded
+    async def renew(self, leases: Sequence[Lease], ttl_ms: int | None = None) -> list[bool]:
+        """Extend each lease that is still ours; False where it was lost (pipelined)."""
+        if not leases:
+            return []
+        ttl = ttl_ms or self.settings.lease_ttl_ms
+        if self.cluster:
+            return [
+                bool(int(await self._renew(keys=[self.keys.lease(x.model)], args=[x.token, ttl])))
+                for x in leases
+            ]
+        pipe = self.client.pipeline(transaction=False)
+        for x in leases:
+            await self._renew(keys=[self.keys.lease(x.model)], args=[x.token, ttl], client=pipe)
+        return [bool(int(r)) for r in await pipe.execute()]
+
+    @guarded
+    async def release(self, lease: Lease) -> bool:
+        """Give the lease up if it is still ours."""
+        return bool(
+            int(await self._release(keys=[self.keys.lease(lease.model)], args=[lease.token]))
+        )
+
+    @guarded
+    async def lease_holder(self, m: str) -> str | None:
+        """The token currently in ``m``'s lease, if any."""
+        return text(await self.client.get(self.keys.lease(m)))
+
+    # --- state and commit ----------------------------------------------------------------
+    @guarded
+    async def load_state(self, m: str) -> CommittedState:
+        """The committed state of ``m`` (what a worker loads when it takes the lease)."""
+        fields = ["blob", "cursor", "examples_seen", "mistakes", "updates", "applied", "updated_at"]
+        blob, cursor, seen, mistakes, updates, applied, updated = await self.client.hmget(
+            self.keys.state(m), fields
+        )
+        return CommittedState(
+            state=decode_state(blob) if blob else None,
+            cursor=text(cursor) or "0-0",
+            examples_seen=int(seen or 0),
+            mistakes=int(mistakes or 0),
+            updates=int(updates or 0),
+            applied=int(applied or 0),
+            updated_at=int(updated) if updated else None,
+        )
+
+    @guarded
+    async def commit(
+        self,
+        lease: Lease,
+        *,
+        expected_cursor: str,
+        cursor: str,
+        state: Mapping[str, StateValue],
+        counters: Mapping[str, Any],
+        applied: int,
+        dead: Sequence[DeadLetter] = (),
+        history: bool = False,
+        serving: Mapping[str, StateValue] | None = None,
+    ) -> CommitResult:
+        """Atomically write state + counters + cursor, acknowledge (trim) the applied entries,
+        record dead letters, a history point if asked, and publish a version if ``serving``
+        is given. :class:`LeaseLost` / :class:`CommitConflict` when refused — then nothing
+        was written."""
+        m, k = lease.model, self.keys
+        dead_args: list[Any] = []
+        for d in dead:
+            dead_args += [d.entry_id, d.reason, d.payload]
+        reply = await self._commit(
+            keys=[
+                k.lease(m),
+                k.state(m),
+                k.examples(m),
+                k.history(m),
+                k.dead(m),
+                k.versions(m),
+                k.head(m),
+                k.version_seq(m),
+                k.pins(m),
+                k.head_pin(m),
+            ],
+            args=[
+                lease.token,
+                expected_cursor,
+                cursor,
+                encode_state(state),
+                int(counters.get("examples_seen", 0)),
+                int(counters.get("mistakes", 0)),
+                int(counters.get("updates", 0)),
+                int(applied),
+                next_id(cursor) if cursor != "0-0" else "",
+                "1" if history else "0",
+                "1" if serving is not None else "0",
+                encode_state(serving) if serving is not None else b"",
+                self.settings.keep_versions,
+                k.events(m),
+                k.version_base(m),
+                HISTORY_MAXLEN,
+                DEAD_MAXLEN,
+                len(dead),
+                *dead_args,
+            ],
+        )
+        kind = text(reply[0])
+        if kind == "lease":
+            raise LeaseLost(
+                f"lease of {m!r} is {text(reply[1]) or 'free'}, not {lease.token}", field="lease"
+            )
+        if kind == "conflict":
+            raise CommitConflict(
+                f"cursor of {m!r} is {text(reply[1])}, not {expected_cursor}", field="cursor"
+            )
+        ver = int(text(reply[1]) or 0)
+        return CommitResult(ver or None, int(text(reply[2]) or 0))
+
+    # --- metrics ---------------------------------------------------------------------------
+    @guarded
+    async def metrics(self, m: str) -> Metrics:
+        """Counters, head version and lag of ``m`` in one round trip."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.exists(k.spec(m))
+        pipe.hmget(k.state(m), ["examples_seen", "mistakes", "updates", "applied", "updated_at"])
+        pipe.get(k.head(m))
+        pipe.get(k.appended(m))
+        exists, vals, head, appended = await pipe.execute()
+        if not exists:
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+        seen, mistakes, updates, applied, updated = vals
+        app, done = int(appended or 0), int(applied or 0)
+        return Metrics(
+            examples_seen=int(seen or 0),
+            mistakes=int(mistakes or 0),
+            updates=int(updates or 0),
+            version=int(head) if head is not None else None,
+            lag=max(0, app - done),
+            last_update=int(updated) if updated else None,
+            appended=app,
+            applied=done,
+        )
+
+    # --- heartbeats ------------------------------------------------------------------------
+    @guarded
+    async def heartbeat(self, worker_id: str, models: Sequence[str], **extra: Any) -> None:
+        """Record that ``worker_id`` is alive and holds ``models``."""
+        info = {"models": sorted(models), "ts": int(time.time() * 1000), **extra}
+        await self.client.hset(self.keys.workers(), worker_id, orjson.dumps(info))
+
+    @guarded
+    async def forget_worker(self, worker_id: str) -> None:
+        await self.client.hdel(self.keys.workers(), worker_id)
+
+    @guarded
+    async def workers(self, max_age_ms: int | None = None) -> list[WorkerInfo]:
+        """Workers whose last heartbeat is at most ``max_age_ms`` old (default: 5 beats);
+        older entries are removed."""
+        age = max_age_ms if max_age_ms is not None else 5 * self.settings.heartbeat_ms
+        now = int(time.time() * 1000)
+        raw = await self.client.hgetall(self.keys.workers())
+        out, stale = [], []
+        for wid, blob in raw.items():
+            try:
+                info = orjson.loads(blob)
+            except orjson.JSONDecodeError:
+                info = {"ts": 0}
+            ts = int(info.pop("ts", 0))
+            if now - ts > max(age, 60_000):
+                stale.append(wid)
+            if now - ts > age:
+                continue
+            out.append(
+                WorkerInfo(
+                    worker_id=text(wid) or "",
+                    models=list(info.pop("models", [])),
+                    ts=ts,
+                    pid=info.pop("pid", None),
+                    host=info.pop("host", None),
+                    extra=info,
+                )
+            )
+        if stale:
+            await self.client.hdel(self.keys.workers(), *stale)
+        return sorted(out, key=lambda w: w.worker_id)

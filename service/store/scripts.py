@@ -1,0 +1,234 @@
+"""The Lua scripts: every multi-key step that must be atomic, each on one model's hash slot.
+
+Each script touches only keys tagged with one model ``{m}``, so it runs on one Cluster slot.
+Version keys ``v:{n}`` are numbered inside the script (from ``ARGV``'s version-key base) —
+allowed for keys of the same slot. Times come from the server's ``TIME`` (scripts replicate
+their effects in Redis 7, so this is deterministic on replicas), in milliseconds.
+
+Replies are small tables whose first element names the outcome, decoded by the callers.
+"""
+
+from __future__ import annotations
+
+_NOW = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+# Keep the newest `keep` versions plus the pinned ones and the head.
+_RETAIN = """
+local function retain(versions, pins, head, base, keep)
+  local n = redis.call('ZCARD', versions)
+  if n <= keep then return end
+  local old = redis.call('ZRANGE', versions, 0, n - keep - 1)
+  local h = redis.call('GET', head)
+  for _, v in ipairs(old) do
+    if v ~= h and redis.call('SISMEMBER', pins, v) == 0 then
+      redis.call('DEL', base .. v)
+      redis.call('ZREM', versions, v)
+    end
+  end
+end
+"""
+
+CREATE_MODEL = """
+-- KEYS: spec   ARGV: canonical json, created_at (ms)
+local cur = redis.call('HGET', KEYS[1], 'json')
+if cur then
+  if cur == ARGV[1] then return 0 end
+  return -1
+end
+redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
+return 1
+"""
+
+DELETE_MODEL = """
+-- KEYS: epoch, versions, then every other fixed key of the model   ARGV: version base
+-- Deletes the versions and the fixed keys; keeps and bumps the epoch so that a token of
+-- the deleted incarnation can never match a lease of a re-created one.
+local vs = redis.call('ZRANGE', KEYS[2], 0, -1)
+for _, v in ipairs(vs) do redis.call('DEL', ARGV[1] .. v) end
+local existed = 0
+for i = 2, #KEYS do existed = existed + redis.call('DEL', KEYS[i]) end
+redis.call('INCR', KEYS[1])
+return existed
+"""
+
+APPEND = (
+    _NOW
+    + """
+-- KEYS: examples, appended, state, ids, spec
+-- ARGV: payload, n, max_lag, window_ms, n_ids, id_1 .. id_n ('' = no id)
+if redis.call('EXISTS', KEYS[5]) == 0 then return {'nomodel'} end
+local n = tonumber(ARGV[2])
+local appended = tonumber(redis.call('GET', KEYS[2]) or '0')
+local applied = tonumber(redis.call('HGET', KEYS[3], 'applied') or '0')
+local lag = appended - applied
+if lag > 0 and lag + n > tonumber(ARGV[3]) then return {'lag', tostring(lag)} end
+local nids = tonumber(ARGV[5])
+if nids > 0 then
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. (now - tonumber(ARGV[4])))
+  local dups = {'dup'}
+  local seen = {}
+  for i = 1, nids do
+    local id = ARGV[5 + i]
+    if id ~= '' then
+      if seen[id] or redis.call('ZSCORE', KEYS[4], id) then
+        dups[#dups + 1] = tostring(i - 1)
+      end
+      seen[id] = true
+    end
+  end
+  if #dups > 1 then return dups end
+  for i = 1, nids do
+    local id = ARGV[5 + i]
+    if id ~= '' then redis.call('ZADD', KEYS[4], now, id) end
+  end
+end
+local eid = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'n', ARGV[2])
+redis.call('INCRBY', KEYS[2], n)
+return {'ok', eid}
+"""
+)
+
+ACQUIRE = """
+-- KEYS: lease, epoch, spec   ARGV: worker id, ttl ms
+if redis.call('EXISTS', KEYS[3]) == 0 then return -1 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local e = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. ':' .. e, 'PX', ARGV[2])
+return e
+"""
+
+RENEW = """
+-- KEYS: lease   ARGV: token, ttl ms
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+RELEASE = """
+-- KEYS: lease   ARGV: token
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
+_PUBLISH = """
+local function publish(versions, seq, head, head_pin, pins, base, keep, channel, now,
+                       cursor, seen, mistakes, updates, source, state, serving)
+  local ver = redis.call('INCR', seq)
+  redis.call('HSET', base .. ver, 'number', ver, 'time', now, 'cursor', cursor,
+    'examples_seen', seen, 'mistakes', mistakes, 'updates', updates, 'source', source,
+    'state', state, 'serving', serving)
+  redis.call('ZADD', versions, ver, ver)
+  if redis.call('EXISTS', head_pin) == 0 then redis.call('SET', head, ver) end
+  retain(versions, pins, head, base, keep)
+  local h = redis.call('GET', head) or '0'
+  redis.call('PUBLISH', channel, '{"version":' .. ver .. ',"head":' .. h .. '}')
+  return ver
+end
+"""
+
+COMMIT = (
+    _NOW
+    + _RETAIN
+    + _PUBLISH
+    + """
+-- KEYS: 1 lease, 2 state, 3 examples, 4 history, 5 dead, 6 versions, 7 head, 8 vseq,
+--       9 pins, 10 headpin
+-- ARGV: 1 token, 2 expected cursor, 3 new cursor, 4 state blob, 5 examples_seen,
+--       6 mistakes, 7 updates, 8 applied delta, 9 trim min-id ('' = none),
+--       10 history point ('1'/'0'), 11 publish ('1'/'0'), 12 serving blob,
+--       13 keep versions, 14 events channel, 15 version base, 16 history maxlen,
+--       17 dead maxlen, 18 n dead, then (entry id, reason, payload) per dead entry
+local tok = redis.call('GET', KEYS[1])
+if tok ~= ARGV[1] then
+  if tok then return {'lease', tok} end
+  return {'lease', ''}
+end
+local cur = redis.call('HGET', KEYS[2], 'cursor') or '0-0'
+if cur ~= ARGV[2] then return {'conflict', cur} end
+local now = now_ms()
+redis.call('HSET', KEYS[2], 'blob', ARGV[4], 'cursor', ARGV[3], 'examples_seen', ARGV[5],
+  'mistakes', ARGV[6], 'updates', ARGV[7], 'updated_at', now)
+redis.call('HINCRBY', KEYS[2], 'applied', ARGV[8])
+local nd = tonumber(ARGV[18])
+for i = 0, nd - 1 do
+  local b = 19 + 3 * i
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[17], '*', 'entry', ARGV[b],
+    'reason', ARGV[b + 1], 'payload', ARGV[b + 2])
+end
+if ARGV[9] ~= '' then redis.call('XTRIM', KEYS[3], 'MINID', ARGV[9]) end
+if ARGV[10] == '1' then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', 'examples_seen', ARGV[5],
+    'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now)
+end
+local ver = 0
+if ARGV[11] == '1' then
+  ver = publish(KEYS[6], KEYS[8], KEYS[7], KEYS[10], KEYS[9], ARGV[15], tonumber(ARGV[13]),
+    ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker', ARGV[4], ARGV[12])
+end
+return {'ok', tostring(ver), tostring(now)}
+"""
+)
+
+ROLLBACK = (
+    _NOW
+    + _RETAIN
+    + _PUBLISH
+    + """
+-- KEYS: 1 lease, 2 state, 3 epoch, 4 versions, 5 head, 6 vseq, 7 pins, 8 headpin, 9 history
+-- ARGV: 1 target version, 2 version base, 3 keep, 4 events channel, 5 history maxlen
+-- A new version equal to the target; the learner state reset to it (the cursor stays:
+-- later updates are discarded, not replayed); the lease holder is fenced (lease deleted,
+-- epoch bumped) so its in-flight commit is refused and it reloads.
+local src = ARGV[2] .. ARGV[1]
+if redis.call('EXISTS', src) == 0 then return {'noversion'} end
+local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates')
+redis.call('DEL', KEYS[1])
+redis.call('INCR', KEYS[3])
+redis.call('DEL', KEYS[8])
+local cur = redis.call('HGET', KEYS[2], 'cursor') or '0-0'
+local now = now_ms()
+redis.call('HSET', KEYS[2], 'blob', f[1], 'cursor', cur, 'examples_seen', f[3],
+  'mistakes', f[4], 'updates', f[5], 'updated_at', now)
+redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', 'examples_seen', f[3],
+  'mistakes', f[4], 'updates', f[5], 'time', now, 'event', 'rollback:' .. ARGV[1])
+local ver = publish(KEYS[4], KEYS[6], KEYS[5], KEYS[8], KEYS[7], ARGV[2], tonumber(ARGV[3]),
+  ARGV[4], now, cur, f[3], f[4], f[5], 'rollback:' .. ARGV[1], f[1], f[2])
+return {'ok', tostring(ver)}
+"""
+)
+
+PIN = """
+-- KEYS: versions, pins, head, headpin   ARGV: version, version base, events channel
+if redis.call('EXISTS', ARGV[2] .. ARGV[1]) == 0 then return 0 end
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[4], ARGV[1])
+redis.call('SET', KEYS[3], ARGV[1])
+redis.call('PUBLISH', ARGV[3], '{"version":' .. ARGV[1] .. ',"head":' .. ARGV[1] .. '}')
+return 1
+"""
+
+UNPIN = """
+-- KEYS: versions, pins, head, headpin   ARGV: events channel
+-- Releases the head (it follows the newest version again) and unpins the held version.
+local held = redis.call('GET', KEYS[4])
+if held then redis.call('SREM', KEYS[2], held) end
+redis.call('DEL', KEYS[4])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1)
+if #last > 0 then
+  redis.call('SET', KEYS[3], last[1])
+  redis.call('PUBLISH', ARGV[1], '{"version":' .. last[1] .. ',"head":' .. last[1] .. '}')
+end
+if held then return 1 end
+return 0
+"""

@@ -1,0 +1,230 @@
+"""The examples stream: append (atomic, idempotent, lag-limited), read after a cursor, dead
+letters.
+
+There are no consumer groups: the committed cursor in ``sl:{m}:state`` is the single truth
+of what was learned, so "acknowledging" an entry is advancing that cursor (and trimming the
+stream below it) in the commit script. A group's pending list would be a second, weaker
+record of the same fact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.errors import Backpressure, InvalidExample, ModelNotFound
+from service.learning.features import Batch
+from service.store.base import StoreBase, guarded, parse_id, text
+from service.store.codec import encode_batch
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What one :meth:`StreamOps.append` did.
+
+    ``accepted`` rows were accepted: ``appended`` of them were written now (in the entry
+    ``entry_id``), the rows at ``duplicates`` (positions in the request) carried an id
+    already seen within the idempotency window and were dropped — they were learned, or will
+    be, once.
+    """
+
+    accepted: int
+    appended: int
+    entry_id: str | None
+    duplicates: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    """One entry of a model's stream: its id, the encoded batch, and the row count."""
+
+    id: str
+    payload: bytes
+    n: int | None
+
+
+def _keep_rows(
+    batch: Batch, ids: list[str | None], drop: set[int]
+) -> tuple[Batch, list[str | None]]:
+    keep = [i for i in range(batch.n) if i not in drop]
+    if not keep:
+        return Batch.empty(), []
+    rows = [batch.slice(i, i + 1) for i in keep]
+    return Batch.concat(rows), [ids[i] for i in keep]
+
+
+class StreamOps(StoreBase):
+    """Appending to and reading from the examples streams."""
+
+    def _append_args(
+        self, m: str, batch: Batch, ids: Sequence[str | None] | None
+    ) -> tuple[list[str], list[Any]]:
+        k = self.keys
+        keys = [k.examples(m), k.appended(m), k.state(m), k.idempotency(m), k.spec(m)]
+        id_args = ["" if i is None else str(i) for i in ids] if ids is not None else []
+        args: list[Any] = [
+            encode_batch(batch, None),
+            batch.n,
+            self.settings.max_lag,
+            self.settings.idempotency_window_s * 1000,
+            len(id_args),
+            *id_args,
+        ]
+        return keys, args
+
+    @staticmethod
+    def _check_ids(batch: Batch, ids: Sequence[str | None] | None) -> list[str | None] | None:
+        if ids is None:
+            return None
+        ids = list(ids)
+        if len(ids) != batch.n:
+            raise InvalidExample(f"ids has {len(ids)} entries for {batch.n} examples", field="id")
+        return ids
+
+    def _interpret(self, m: str, reply: Sequence[Any]) -> tuple[str, Any]:
+        kind = text(reply[0])
+        if kind == "nomodel":
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+        if kind == "lag":
+            raise Backpressure(
+                f"model {m!r} has {text(reply[1])} examples not yet learned "
+                f"(max_lag={self.settings.max_lag}); retry later",
+                field="max_lag",
+            )
+        if kind == "dup":
+            return "dup", [int(text(x) or 0) for x in reply[1:]]
+        return "ok", text(reply[1])
+
+    @guarded
+    async def append(
+        self, m: str, batch: Batch, ids: Sequence[str | None] | None = None
+    ) -> AppendResult:
+        """Append a batch as one stream entry, whole or not at all.
+
+        Rows whose id was seen within ``idempotency_window_s`` are dropped (and reported) and
+        the rest retried; raises :class:`Backpressure` when the model's lag would pass
+        ``max_lag``, :class:`ModelNotFound` for an unknown model.
+        """
+        return (await self.append_many(m, [(batch, ids)]))[0]
+
+    @guarded
+    async def append_many(
+        self, m: str, items: Sequence[tuple[Batch, Sequence[str | None] | None]]
+    ) -> list[AppendResult]:
+        """Append several batches in one round trip (pipelined), each atomically, in order.
+
+        A failure (lag, unknown model) raises after the batches before it were appended.
+        """
+        checked = [(b, self._check_ids(b, ids)) for b, ids in items]
+        calls = [self._append_args(m, b, ids) for b, ids in checked if b.n > 0]
+        if self.cluster:
+            replies = [await self._append(keys=k, args=a) for k, a in calls]
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for k, a in calls:
+                await self._append(keys=k, args=a, client=pipe)
+            replies = await pipe.execute(raise_on_error=True) if calls else []
+        results: list[AppendResult] = []
+        it = iter(replies)
+        for batch, ids in checked:
+            if batch.n == 0:
+                results.append(AppendResult(0, 0, None))
+                continue
+            kind, value = self._interpret(m, next(it))
+            if kind == "ok":
+                results.append(AppendResult(batch.n, batch.n, value))
+            else:
+                results.append(await self._append_dropping(m, batch, ids or [], set(value)))
+        return results
+
+    async def _append_dropping(
+        self, m: str, batch: Batch, ids: list[str | None], dups: set[int]
+    ) -> AppendResult:
+        """Retry an append without its duplicate rows (ids may race with another client)."""
+        positions = list(range(batch.n))
+        dropped: set[int] = set()
+        while True:
+            dropped |= {positions[i] for i in dups}
+            rest, rest_ids = _keep_rows(batch, ids, dropped)
+            positions = [i for i in range(batch.n) if i not in dropped]
+            if rest.n == 0:
+                return AppendResult(batch.n, 0, None, sorted(dropped))
+            keys, args = self._append_args(m, rest, rest_ids)
+            kind, value = self._interpret(m, await self._append(keys=keys, args=args))
+            if kind == "ok":
+                return AppendResult(batch.n, rest.n, value, sorted(dropped))
+            dups = set(value)
+
+    @guarded
+    async def read(
+        self, after: Mapping[str, str], count: int, block_ms: int | None = None
+    ) -> dict[str, list[StreamEntry]]:
+        """Entries after each model's position (``{m: last id read}``), at most ``count`` each.
+
+        With ``block_ms`` it waits that long for the first entry when none is there. One
+        XREAD over every model; on a Cluster, where one XREAD cannot span slots, one
+        non-blocking XREAD per model and a sleep when all were empty.
+        """
+        if not after:
+            if block_ms:
+                await asyncio.sleep(block_ms / 1000)
+            return {}
+        streams = {self.keys.examples(m): pos for m, pos in after.items()}
+        names = {self.keys.examples(m): m for m in after}
+        if self.cluster:
+            replies: list[Any] = []
+            for key, pos in streams.items():
+                replies.extend(await self.client.xread({key: pos}, count=count) or [])
+            if not replies and block_ms:
+                await asyncio.sleep(block_ms / 1000)
+        else:
+            replies = await self.client.xread(streams, count=count, block=block_ms or None) or []
+        out: dict[str, list[StreamEntry]] = {}
+        for key, entries in replies:
+            m = names[text(key) or ""]
+            out[m] = [_entry(eid, fields) for eid, fields in entries]
+        return out
+
+    @guarded
+    async def last_entry_id(self, m: str) -> str | None:
+        """The id of the newest entry still in ``m``'s stream (None when empty)."""
+        got = await self.client.xrevrange(self.keys.examples(m), count=1)
+        return text(got[0][0]) if got else None
+
+    @guarded
+    async def stream_length(self, m: str) -> int:
+        """Entries currently in ``m``'s stream (applied ones are trimmed by commits)."""
+        return int(await self.client.xlen(self.keys.examples(m)))
+
+    @guarded
+    async def dead_letters(self, m: str, count: int = 100) -> list[dict[str, Any]]:
+        """The newest dead letters of ``m``: entry id, reason, payload size, time."""
+        got = await self.client.xrevrange(self.keys.dead(m), count=count)
+        out = []
+        for did, fields in got:
+            f = {text(k): v for k, v in fields.items()}
+            out.append(
+                {
+                    "id": text(did),
+                    "entry": text(f.get("entry")),
+                    "reason": text(f.get("reason")),
+                    "bytes": len(f.get("payload") or b""),
+                    "time": parse_id(text(did) or "0-0")[0],
+                }
+            )
+        return out
+
+
+def _entry(eid: Any, fields: Mapping[Any, Any]) -> StreamEntry:
+    payload = fields.get(b"b", fields.get("b", b""))
+    n_raw = fields.get(b"n", fields.get("n"))
+    try:
+        n = int(n_raw) if n_raw is not None else None
+    except (TypeError, ValueError):
+        n = None
+    return StreamEntry(text(eid) or "", bytes(payload) if payload is not None else b"", n)
+
+
+__all__ = ["AppendResult", "StreamEntry", "StreamOps"]
