@@ -1,0 +1,135 @@
+"""Gallant's pocket algorithm with ratchet (Gallant 1990), binary, online.
+
+A perceptron ``w, b`` learns as usual; the model *serves* the pocket ``wp, bp``: the weights
+with the longest run of consecutive correct predictions so far. Mistakes are counted against
+the pocket (what is served); ``updates`` counts changes of the learning weights ``w``.
+
+The ratchet. Gallant's ratchet replaces the pocket only if the new weights also classify
+more *training examples* correctly than the pocket does — a full pass, impossible on a
+stream. The online check used here compares the two on the examples both have seen since
+``w`` last changed: the pocket is replaced when ``w``'s current run is longer than the
+pocket's run **and** the pocket made at least one mistake on that window (where ``w`` made
+none), so the pocket only ever gives way to weights that did strictly better on the same
+examples.
+
+Cost. Both margins are read per example, O(nnz). Copying ``w`` into the pocket is O(dim), so
+it is done lazily: when ``w`` wins, the pocket is marked "is the current ``w``" (O(1)) and the
+copy happens only when ``w`` next changes — at most one O(dim) copy per pocket change.
+
+>>> from service.learning.features import Batch
+>>> m = Pocket(dim=2)
+>>> rows = [([0], [1.0])] * 2 + [([1], [1.0])] * 4
+>>> m.learn(Batch.from_rows(rows, [1, 1, 0, 0, 0, 0])).tolist()
+[True, True, True, True, True, False]
+
+The pocket lags: it took ``w = (1, -1)`` only once that run (2 correct) beat the pocket's
+run (1) on examples the pocket got wrong; the run has grown to 3 since.
+
+>>> m.w.tolist(), m.serving().W.tolist(), m.get_state()["pocket_run"]
+([1.0, -1.0], [1.0, -1.0], 3)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from service.learning.features import Batch
+from service.learning.linear import Learner
+from service.learning.registry import register
+
+
+@njit(cache=True, nogil=True)
+def _learn_kernel(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    wp: np.ndarray,
+    c: np.ndarray,
+    f: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """c = [seen, mistakes, updates, run, pocket_run, pocket_errors, current];
+    f = [max_norm, b, bp]."""
+    n = indptr.shape[0] - 1
+    seen, mistakes, updates = c[0], c[1], c[2]
+    run, prun, perrs, current = c[3], c[4], c[5], c[6]
+    r2 = f[0] * f[0]
+    b = f[1]
+    bp = f[2]
+    for i in range(n):
+        lo, hi = indptr[i], indptr[i + 1]
+        sw = 0.0
+        sp = 0.0
+        sq = 0.0
+        for k in range(lo, hi):
+            j = indices[k]
+            v = data[k]
+            sw += w[j] * v
+            sp += wp[j] * v
+            sq += v * v
+        sw += b
+        sp += bp
+        served = sw if current == 1 else sp
+        yi = 1.0 if y[i] == 1 else -1.0
+        if sq > r2:
+            r2 = sq
+        if (served > 0.0) != (yi > 0.0):
+            out[i] = True
+            mistakes += 1
+            if current == 0:
+                perrs += 1
+        if yi * sw <= 0.0:
+            if current == 1:  # the pocket keeps the weights about to change: copy them now
+                wp[:] = w
+                bp = b
+                current = 0
+            for k in range(lo, hi):
+                w[indices[k]] += yi * data[k]
+            b += yi
+            updates += 1
+            run = 0
+            perrs = 0
+        else:
+            run += 1
+            if current == 1:
+                prun = run
+            elif run > prun and perrs > 0:
+                current = 1
+                prun = run
+        seen += 1
+    c[0], c[1], c[2] = seen, mistakes, updates
+    c[3], c[4], c[5], c[6] = run, prun, perrs, current
+    f[0] = np.sqrt(r2)
+    f[1] = b
+    f[2] = bp
+
+
+@register
+class Pocket(Learner):
+    """A perceptron serving its best-run weights (with the online ratchet); no
+    hyper-parameters."""
+
+    name = "pocket"
+    _arrays = ("w", "wp")
+    _int_slots = ("run", "pocket_run", "pocket_errors", "current")
+    _float_slots = ("b", "bp")
+    w: np.ndarray
+    wp: np.ndarray
+
+    def __init__(self, dim: int, n_classes: int = 2):
+        super().__init__(dim, n_classes)
+        self._c[self._islot("current")] = 1  # the pocket starts as the (zero) current weights
+
+    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+        _learn_kernel(
+            batch.indptr, batch.indices, batch.data, batch.y,
+            self.w, self.wp, self._c, self._f, out,
+        )  # fmt: skip
+
+    def _served(self) -> tuple[np.ndarray, float]:
+        if self._c[self._islot("current")] == 1:
+            return self.w, float(self._f[1])
+        return self.wp, float(self._f[2])
