@@ -71,10 +71,10 @@ async def _make_worker(settings: Settings) -> tuple[Any, Callable[[], Any]]:
     """Build ``Worker(settings, store)`` as docs/architecture.md describes it."""
     from workers.trainer import Worker
 
-    from service.store import connect, make_store
+    from service.store import Keys, Store, connect
 
     client = connect(settings)
-    store = make_store(client, settings)
+    store = Store(client, Keys(settings.key_prefix), settings)
     worker = Worker(settings, store)
 
     async def close() -> None:
