@@ -1,0 +1,302 @@
+"""The worker: consume → learn → commit → publish, for many models, exactly once.
+
+One :class:`Worker` serves every model whose lease it holds. :meth:`Worker.run` is one
+``while`` loop (rq's ``work`` is the model):
+
+1. every ``heartbeat_ms``: renew the leases, drop the lost ones, take free leases up to a
+   fair share (``ceil(models / alive workers)``), give up extras, write the heartbeat;
+2. read the entries after each held model's position (one blocking XREAD);
+3. decode, check and learn each entry through the compiled batch path; an entry that cannot
+   be decoded or checked becomes a dead letter (acknowledged with the next commit);
+4. commit every ``commit_ms`` / ``commit_examples``, and publish a version (in the same
+   atomic step) every ``publish_ms`` / ``publish_examples``.
+
+A refused commit (:class:`LeaseLost`, :class:`CommitConflict`) means someone else owns the
+model now, or its state was reset (rollback): the in-memory learner is dropped and the
+model is reloaded from its committed state if the lease is ever taken again. Taking a lease
+loads the committed state and reads from its cursor, so entries at or below it are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import random
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from service.errors import (
+    CommitConflict,
+    DecodeError,
+    InvalidSpec,
+    LeaseLost,
+    ModelNotFound,
+    StoreUnavailable,
+)
+from service.settings import Settings
+from service.store import DeadLetter, Lease, Store, StreamEntry
+from service.store.base import parse_id
+from service.store.codec import decode_batch
+from workers.learners import build_learner, check_batch
+
+log = logging.getLogger("streamlearn.worker")
+
+
+@dataclass
+class Held:
+    """A model this worker holds the lease of, and its learning in progress."""
+
+    lease: Lease
+    learner: Any
+    committed: str  # the cursor stored by our last commit (what the next commit expects)
+    position: str  # the last entry applied in memory (>= committed)
+    applied: int = 0  # stream examples consumed since the last commit (incl. dead letters)
+    entries: int = 0  # entries consumed since the last commit
+    dead: list[DeadLetter] = field(default_factory=list)
+    unpublished: int = 0  # examples learned since the last published version
+    dirty: bool = False  # state changed since the last published version
+    last_commit: float = field(default_factory=time.monotonic)
+    last_publish: float = field(default_factory=time.monotonic)
+    history_mark: int = 0  # examples_seen // history_every at the last history point
+    version: int | None = None  # the last version this worker published for the model
+
+    @property
+    def model(self) -> str:
+        return self.lease.model
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}".replace(":", "-")
+
+
+class Worker:
+    """Learns for the models whose leases it holds. ``await run()``; ``stop()`` to finish."""
+
+    def __init__(self, settings: Settings, store: Store, *, worker_id: str | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.worker_id = worker_id or settings.worker_id or default_worker_id()
+        self.held: dict[str, Held] = {}
+        self._stopping = asyncio.Event()
+        self._next_maintain = 0.0
+        self._skip_until: dict[str, float] = {}  # models whose spec cannot be built
+        self.stats: dict[str, float] = {
+            "examples": 0,
+            "entries": 0,
+            "dead": 0,
+            "commits": 0,
+            "publishes": 0,
+            "refused": 0,
+            "commit_seconds": 0.0,
+            "takeovers": 0,
+        }
+
+    def stop(self) -> None:
+        """Finish: stop reading, commit what is in hand, release the leases, return."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # --- the loop ------------------------------------------------------------------------
+    async def run(self, burst: bool = False) -> None:
+        """Work until :meth:`stop` (or, with ``burst``, until every model is caught up)."""
+        s = self.settings
+        log.info("worker %s starting (burst=%s)", self.worker_id, burst)
+        try:
+            while not self.stopping:
+                try:
+                    if time.monotonic() >= self._next_maintain:
+                        await self._maintain()
+                        self._next_maintain = time.monotonic() + s.heartbeat_ms / 1000
+                    read = await self.store.read(
+                        {m: h.position for m, h in self.held.items()}, s.read_count, s.block_ms
+                    )
+                    for m, entries in read.items():
+                        if m in self.held:
+                            self._apply(self.held[m], entries)
+                    await self._flush(force=burst and not read)
+                    if burst and not read and await self._caught_up():
+                        break
+                except StoreUnavailable as e:
+                    log.warning("Redis unavailable (%s); retrying", e)
+                    await self._pause(max(s.block_ms, 200) / 1000)
+        finally:
+            await self._shutdown()
+        log.info("worker %s stopped: %s", self.worker_id, self.stats)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    # --- learning ------------------------------------------------------------------------
+    def _apply(self, h: Held, entries: list[StreamEntry]) -> None:
+        """Learn ``entries`` (in order) into ``h``'s learner; dead-letter what cannot be."""
+        learner = h.learner
+        for e in entries:
+            if parse_id(e.id) <= parse_id(h.position):
+                continue  # at or below the cursor: learned already
+            try:
+                batch, _ = decode_batch(e.payload)
+                check_batch(batch, learner.dim, learner.n_classes)
+                learner.learn(batch)
+            except (DecodeError, ValueError) as err:
+                h.dead.append(DeadLetter(e.id, f"{type(err).__name__}: {err}", e.payload))
+                h.applied += e.n or 0
+                self.stats["dead"] += 1
+                log.warning("model %s: entry %s dead-lettered: %s", h.model, e.id, err)
+            else:
+                h.applied += batch.n
+                h.unpublished += batch.n
+                h.dirty = True
+                self.stats["examples"] += batch.n
+            h.position = e.id
+            h.entries += 1
+            self.stats["entries"] += 1
+
+    async def _flush(self, force: bool = False) -> None:
+        """Commit (and publish) every held model for which it is due (or all, with force)."""
+        for h in list(self.held.values()):
+            await self._flush_one(h, force)
+
+    async def _flush_one(self, h: Held, force: bool) -> None:
+        s, now = self.settings, time.monotonic()
+        pending = h.entries > 0
+        publish = h.dirty and (
+            force
+            or now - h.last_publish >= s.publish_ms / 1000
+            or h.unpublished >= s.publish_examples
+        )
+        commit = publish or (
+            pending
+            and (
+                force or now - h.last_commit >= s.commit_ms / 1000 or h.applied >= s.commit_examples
+            )
+        )
+        if commit:
+            await self._commit(h, publish)
+
+    async def _commit(self, h: Held, publish: bool) -> None:
+        learner = h.learner
+        counters = learner.counters()
+        mark = int(counters["examples_seen"]) // max(1, self.settings.history_every)
+        started = time.perf_counter()
+        try:
+            result = await self.store.commit(
+                h.lease,
+                expected_cursor=h.committed,
+                cursor=h.position,
+                state=learner.get_state(),
+                counters=counters,
+                applied=h.applied,
+                dead=h.dead,
+                history=mark != h.history_mark or (publish and h.unpublished > 0),
+                serving=learner.serving().get_state() if publish else None,
+            )
+        except (LeaseLost, CommitConflict) as e:
+            self.stats["refused"] += 1
+            log.warning("model %s: commit refused (%s); dropping its state", h.model, e)
+            self.held.pop(h.model, None)
+            return
+        now = time.monotonic()
+        self.stats["commits"] += 1
+        self.stats["commit_seconds"] += time.perf_counter() - started
+        h.committed, h.applied, h.entries, h.dead = h.position, 0, 0, []
+        h.last_commit, h.history_mark = now, mark
+        if result.version is not None:
+            h.version = result.version
+        if publish:
+            self.stats["publishes"] += 1
+            h.unpublished, h.dirty, h.last_publish = 0, False, now
+
+    # --- leases --------------------------------------------------------------------------
+    async def _maintain(self) -> None:
+        """Renew leases, keep a fair share of the models, write the heartbeat."""
+        held = list(self.held.values())
+        for h, ok in zip(held, await self.store.renew([h.lease for h in held]), strict=True):
+            if not ok:
+                log.warning("model %s: lease lost; dropping its state", h.model)
+                self.held.pop(h.model, None)
+        models = await self.store.list_models()
+        alive = {w.worker_id for w in await self.store.workers()} | {self.worker_id}
+        share = math.ceil(len(models) / len(alive)) if models else 0
+        for m in [m for m in self.held if m not in models]:
+            await self._give_up(self.held[m], flush=False)  # deleted
+        while len(self.held) > share:
+            await self._give_up(self.held[max(self.held)], flush=True)
+        free = [m for m in models if m not in self.held]
+        random.shuffle(free)
+        now = time.monotonic()
+        for m in free:
+            if len(self.held) >= share:
+                break
+            if self._skip_until.get(m, 0.0) > now:
+                continue
+            lease = await self.store.acquire(m, self.worker_id)
+            if lease is not None:
+                await self._take(lease)
+        await self.store.heartbeat(
+            self.worker_id, list(self.held), pid=os.getpid(), host=socket.gethostname()
+        )
+
+    async def _take(self, lease: Lease) -> None:
+        """Load ``lease.model``'s committed state into a fresh learner."""
+        m = lease.model
+        try:
+            learner = build_learner(await self.store.get_spec(m))
+            committed = await self.store.load_state(m)
+            if committed.state is not None:
+                learner.set_state(committed.state)
+        except (InvalidSpec, ModelNotFound, DecodeError, ValueError) as e:
+            log.error("model %s cannot be loaded (%s); skipping it for a minute", m, e)
+            self._skip_until[m] = time.monotonic() + 60
+            await self.store.release(lease)
+            return
+        seen = int(learner.counters()["examples_seen"])
+        self.held[m] = Held(
+            lease,
+            learner,
+            committed=committed.cursor,
+            position=committed.cursor,
+            history_mark=seen // max(1, self.settings.history_every),
+        )
+        self.stats["takeovers"] += 1
+        log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)
+
+    async def _give_up(self, h: Held, flush: bool) -> None:
+        if flush and (h.entries or h.dirty):
+            await self._commit(h, publish=h.dirty)
+        self.held.pop(h.model, None)
+        await self.store.release(h.lease)
+
+    async def _caught_up(self) -> bool:
+        """Whether every model's committed cursor has reached the end of its stream."""
+        for m in await self.store.list_models():
+            h = self.held.get(m)
+            if h is not None and (h.entries or h.dirty):
+                return False
+            last = await self.store.last_entry_id(m)
+            if last is None:
+                continue
+            cursor = h.committed if h else (await self.store.load_state(m)).cursor
+            if parse_id(last) > parse_id(cursor):
+                return False
+        return True
+
+    async def _shutdown(self) -> None:
+        """Commit and publish what is in hand, release every lease, remove the heartbeat."""
+        for h in list(self.held.values()):
+            try:
+                await self._give_up(h, flush=True)
+            except StoreUnavailable as e:
+                log.warning("model %s: could not commit on stop (%s)", h.model, e)
+                self.held.pop(h.model, None)
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.forget_worker(self.worker_id)
