@@ -95,6 +95,41 @@ def serve(
 
 
 @app.command()
+def worker(
+    burst: Annotated[bool, typer.Option(help="Return when every model is caught up.")] = False,
+    redis_url: Annotated[
+        str | None, typer.Option(help="redis://, rediss://, unix:// or memory:// URL.")
+    ] = None,
+    cluster: Annotated[bool | None, typer.Option(help="Talk to a Redis Cluster.")] = None,
+    key_prefix: Annotated[str | None, typer.Option(help="Prefix of every key.")] = None,
+    worker_id: Annotated[str | None, typer.Option(help="This worker's id.")] = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Run one learning worker (``python -m workers`` with the same options).
+
+    Settings come from STREAMLEARN_* variables with these flags on top. First SIGTERM:
+    commit what is in hand, release the leases, exit 0; a second one exits at once.
+
+    Example:  STREAMLEARN_REDIS_URL=redis://127.0.0.1:6379/0 streamlearn worker
+    """
+    from workers.__main__ import main as worker_main
+
+    argv = ["--log-level", log_level]
+    for flag, value in (
+        ("--redis-url", redis_url),
+        ("--key-prefix", key_prefix),
+        ("--worker-id", worker_id),
+    ):
+        if value is not None:
+            argv += [flag, value]
+    if burst:
+        argv.append("--burst")
+    if cluster:
+        argv.append("--cluster")
+    raise typer.Exit(worker_main(argv))
+
+
+@app.command()
 def replay(
     file: Annotated[
         Path, typer.Argument(exists=True, dir_okay=False, help="NDJSON or svmlight file.")
