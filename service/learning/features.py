@@ -6,10 +6,16 @@ A :class:`Batch` is a CSR matrix plus labels. Rows have unique, sorted column in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
+import mmh3
 import numpy as np
+from numba import njit
+
+from service.errors import InvalidExample
+from service.learning.text import TextFeaturizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +89,7 @@ class Batch:
         )
 
     @staticmethod
-    def from_rows(
-        rows: Sequence[tuple[Sequence[int], Sequence[float]]], y: Sequence[int]
-    ) -> Batch:
+    def from_rows(rows: Sequence[tuple[Sequence[int], Sequence[float]]], y: Sequence[int]) -> Batch:
         """Build a batch from (indices, values) pairs; duplicates are summed, indices sorted."""
         indptr = np.zeros(len(rows) + 1, dtype=np.int64)
         all_idx: list[np.ndarray] = []
@@ -102,3 +106,727 @@ class Batch:
         indices = np.concatenate(all_idx) if all_idx else np.zeros(0, dtype=np.int32)
         data = np.concatenate(all_val) if all_val else np.zeros(0, dtype=np.float64)
         return Batch(indptr, indices.astype(np.int32), data, np.asarray(y, dtype=np.int32))
+
+
+# --------------------------------------------------------------------------------------------
+# Featurizer: examples (JSON-like mappings) -> Batch, with strict validation.
+# --------------------------------------------------------------------------------------------
+
+MAX_ABS_VALUE = 1e100
+"""Largest |value| a feature may have. Beyond it (or NaN/±inf) an example is rejected: the
+square of a value must stay finite even summed over ``max_features`` features (‖x‖² feeds every
+PA step size), and 1e100² · 1e5 = 1e205 still does."""
+
+ALLOWED_KEYS = frozenset({"features", "text", "label", "id"})
+DEFAULT_CLASSES: tuple[Any, ...] = (-1, 1)
+BINARY_ALIASES: dict[Any, int] = {
+    -1: 0, 0: 0, 1: 1, "-1": 0, "0": 0, "1": 1, "+1": 1,
+}  # fmt: skip
+"""Labels the default binary model accepts: −1/+1, 0/1 and their strings; true/false too,
+as ``True == 1`` and ``False == 0`` in Python (and so in this dict)."""
+
+SCHEMA_CACHE_SIZE = 4096
+"""How many distinct tuples of feature names the featurizer remembers (then it starts over)."""
+
+_MISSING = object()
+_NUMBER_TYPES = frozenset({float, int})
+
+
+class TextOptions(Protocol):
+    """What the featurizer reads from a text spec (``service.learning.spec.TextSpec``)."""
+
+    word_ngrams: tuple[int, int] | None
+    char_ngrams: tuple[int, int] | None
+    binary: bool
+    normalize: bool
+
+
+class FeatureSpec(Protocol):
+    """What the featurizer reads from a model spec (``service.learning.spec.ModelSpec``)."""
+
+    @property
+    def dim(self) -> int: ...
+    @property
+    def hashing(self) -> bool: ...
+    @property
+    def classes(self) -> tuple[Any, ...]: ...
+    @property
+    def positive(self) -> Any: ...
+    @property
+    def text(self) -> TextOptions | None: ...
+    @property
+    def quadratic(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def normalize(self) -> bool: ...
+
+
+class Labels:
+    """The label ↔ class-index mapping of a model.
+
+    Binary: index 0 is the negative class, 1 the positive one (``positive``, default the
+    second declared class). The default classes ``(-1, 1)`` also accept 0/1, true/false and
+    the strings "-1", "+1", "0", "1". Declared classes accept exactly themselves (a float equal
+    to an int class, like ``2.0`` for ``2``, is the same JSON number and is accepted).
+
+    >>> lab = Labels(("ham", "spam"), "spam")
+    >>> lab.index("spam"), lab.name(0)
+    (1, 'ham')
+    >>> Labels((-1, 1), 1).index(True)
+    1
+    """
+
+    __slots__ = ("_map", "_names", "_reject_bool", "n_classes")
+
+    def __init__(self, classes: Sequence[Any], positive: Any = None) -> None:
+        classes = tuple(classes)
+        if len(classes) < 2:
+            raise ValueError(f"classes must name at least 2 classes, got {list(classes)!r}")
+        if len(classes) == 2:
+            pos = classes[1] if positive is None else positive
+            if pos not in classes:
+                raise ValueError(f"positive must be one of the classes, got {pos!r}")
+            neg = classes[0] if pos == classes[1] else classes[1]
+            names: tuple[Any, ...] = (neg, pos)
+        else:
+            names = classes
+        self._names = names
+        self.n_classes = len(names)
+        if classes == DEFAULT_CLASSES and names == DEFAULT_CLASSES:
+            self._map: dict[Any, int] = dict(BINARY_ALIASES)
+            self._reject_bool = False
+        else:
+            self._map = {c: i for i, c in enumerate(names)}
+            self._reject_bool = True
+
+    def index(self, value: Any) -> int:
+        """The class index of a label, or ``ValueError`` naming it."""
+        if self._reject_bool and type(value) is bool:
+            raise ValueError(f"label {value!r} is not one of the classes {list(self._names)!r}")
+        try:
+            return self._map[value]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"label {value!r} is not one of the classes {list(self._names)!r}"
+            ) from None
+
+    def name(self, index: int) -> Any:
+        """The class as the client wrote it in the spec."""
+        if not 0 <= index < self.n_classes:
+            raise ValueError(f"class index must be in 0..{self.n_classes - 1}, got {index}")
+        return self._names[index]
+
+    def indices(self, values: list[Any]) -> tuple[np.ndarray, int]:
+        """Class indices of many labels; also the position of the first bad one (or -1)."""
+        try:
+            got = list(map(self._map.get, values))
+        except TypeError:  # an unhashable label: find it the slow way
+            got = [self._map.get(v) if _hashable(v) else None for v in values]
+        bad = -1
+        if None in got:
+            bad = got.index(None)
+        if self._reject_bool and bool in set(map(type, values)):
+            first_bool = next(i for i, v in enumerate(values) if type(v) is bool)
+            bad = first_bool if bad < 0 else min(bad, first_bool)
+        if bad >= 0:
+            got = [0 if g is None else g for g in got]
+        return np.fromiter(got, dtype=np.int32, count=len(got)), bad
+
+
+def _hashable(v: Any) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+class Featurizer:
+    """Validate and featurize examples of one model into a :class:`Batch`.
+
+    Named features are hashed with ``mmh3.hash(name, seed=0, signed=True)`` into
+    ``2**bits`` buckets (bucket ``abs(h) % 2**bits``, value negated when ``h < 0``), or, with
+    ``hashing: false``, read as integer indices ``0 <= i < dim``. Text goes through
+    :class:`~service.learning.text.TextFeaturizer` and is hashed with the ``"w:"``/``"c:"``
+    prefixes (optionally L2-normalised on its own). Quadratic pairs ``(a, b)`` add, for every
+    named feature ``"a:…"`` and ``"b:…"`` of an example, a feature with value ``va·vb`` whose
+    hash mixes the two hashes (VW's ``-q``; for ``a == b`` each unordered pair once). Then
+    duplicate buckets are summed, zeros dropped, and ``normalize`` scales every row to unit
+    L2 norm.
+
+    Speed: name → hash is cached in a bounded dict, and values are validated with numpy over
+    the whole batch after one pass over the examples; the CSR assembly is compiled.
+
+    >>> from types import SimpleNamespace as NS
+    >>> spec = NS(dim=8, hashing=False, classes=(-1, 1), positive=1, text=None,
+    ...           quadratic=(), normalize=False)
+    >>> b = Featurizer(spec).transform([{"features": {"3": 2.0, "0": 1}, "label": 0}])
+    >>> b.indices.tolist(), b.data.tolist(), b.y.tolist()
+    ([0, 3], [1.0, 2.0], [0])
+    """
+
+    def __init__(
+        self,
+        spec: FeatureSpec,
+        *,
+        max_features: int = 100_000,
+        max_text_chars: int = 1_000_000,
+        cache_size: int = 1 << 20,
+    ) -> None:
+        for name, value in (
+            ("max_features", max_features),
+            ("max_text_chars", max_text_chars),
+            ("cache_size", cache_size),
+        ):
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        self.dim = int(spec.dim)
+        self.hashing = bool(spec.hashing)
+        if self.hashing and self.dim & (self.dim - 1):
+            raise ValueError(f"dim must be a power of two when hashing, got {self.dim}")
+        self.labels = Labels(spec.classes, spec.positive)
+        self.normalize = bool(spec.normalize)
+        self.max_features = max_features
+        self.max_text_chars = max_text_chars
+        self.cache_size = cache_size
+        self._codes: dict[Any, int] = {}
+        self._schemas: dict[tuple[Any, ...], np.ndarray] = {}
+        self._wcodes: dict[str, int] = {}
+        self._ccodes: dict[str, int] = {}
+        text = spec.text
+        self._text_normalize = bool(text.normalize) if text is not None else False
+        self._text = (
+            TextFeaturizer(
+                word_ngrams=text.word_ngrams, char_ngrams=text.char_ngrams, binary=text.binary
+            )
+            if text is not None
+            else None
+        )
+        self._quadratic = tuple((str(a), str(b)) for a, b in spec.quadratic)
+        if (self._text is not None or self._quadratic) and not self.hashing:
+            raise ValueError("text and quadratic features need hashing")
+        self._groups = sorted({g for pair in self._quadratic for g in pair})
+        self._group_of: dict[Any, int] = {}
+
+    # -- labels -------------------------------------------------------------------------------
+    @property
+    def n_classes(self) -> int:
+        return self.labels.n_classes
+
+    def label_index(self, value: Any) -> int:
+        """Class index of a label as a client writes it (``ValueError`` if unknown)."""
+        return self.labels.index(value)
+
+    def label_name(self, index: int) -> Any:
+        """The label as declared in the spec for a class index."""
+        return self.labels.name(index)
+
+    # -- the batch path -------------------------------------------------------------------------
+    def transform_one(self, example: Mapping[str, Any], *, labels: bool = False) -> Batch:
+        """One example as a batch of one."""
+        return self.transform([example], labels=labels)
+
+    def transform(self, examples: Sequence[Mapping[str, Any]], *, labels: bool = True) -> Batch:
+        """Validate and featurize a batch; ``InvalidExample`` names the first bad example."""
+        n = len(examples)
+        schemas: list[tuple[Any, ...]] = []  # the names of each example's named features
+        values: list[Any] = []
+        ends = np.empty(n, dtype=np.int64)  # end of each example's named features in `values`
+        dense_rows: list[int] = []
+        dense_vals: list[Any] = []
+        text_rows: list[int] = []
+        texts: list[str] = []
+        labs: list[Any] = []
+        error: InvalidExample | None = None
+        dim = self.dim
+        max_text = self.max_text_chars
+        allowed = ALLOWED_KEYS
+        for i, ex in enumerate(examples):
+            if type(ex) is not dict and not isinstance(ex, Mapping):
+                error = InvalidExample(
+                    f"an example must be an object, got {type(ex).__name__}", field=None, index=i
+                )
+                n = i
+                break
+            if not ex.keys() <= allowed:
+                unknown = sorted(str(k) for k in ex.keys() - allowed)
+                error = InvalidExample(
+                    f"unknown key(s) {unknown} in example (allowed: features, id, label, text)",
+                    field=unknown[0],
+                    index=i,
+                )
+                n = i
+                break
+            f = ex.get("features")
+            if f is not None:
+                tf = type(f)
+                if tf is dict:
+                    schemas.append(tuple(f))
+                    values.extend(f.values())
+                elif tf is list:
+                    if len(f) != dim:
+                        error = InvalidExample(
+                            f"a dense feature list must have length dim={dim}, got {len(f)}",
+                            field="features",
+                            index=i,
+                        )
+                        n = i
+                        break
+                    dense_rows.append(i)
+                    dense_vals.extend(f)
+                elif isinstance(f, Mapping):
+                    schemas.append(tuple(f))
+                    values.extend(f.values())
+                else:
+                    error = InvalidExample(
+                        f"features must be an object or a list, got {tf.__name__}",
+                        field="features",
+                        index=i,
+                    )
+                    n = i
+                    break
+            else:
+                schemas.append(())
+            ends[i] = len(values)
+            t = ex.get("text")
+            if t is not None:
+                if type(t) is not str:
+                    error = InvalidExample(
+                        f"text must be a string, got {type(t).__name__}", field="text", index=i
+                    )
+                    n = i
+                    break
+                if len(t) > max_text:
+                    error = InvalidExample(
+                        f"text has {len(t)} characters, more than max_text_chars={max_text}",
+                        field="text",
+                        index=i,
+                    )
+                    n = i
+                    break
+                if self._text is None:
+                    error = InvalidExample(
+                        "this model has no text featurizer", field="text", index=i
+                    )
+                    n = i
+                    break
+                text_rows.append(i)
+                texts.append(t)
+            if "id" in ex:
+                ident = ex["id"]
+                if type(ident) is not str and (type(ident) is not int):
+                    error = InvalidExample(
+                        f"id must be a string or an integer, got {type(ident).__name__}",
+                        field="id",
+                        index=i,
+                    )
+                    n = i
+                    break
+            if labels:
+                labs.append(ex.get("label", _MISSING))
+        ends = ends[:n]
+        # The examples before a structural error are checked first: an error among them is
+        # the first bad example and wins.
+        batch = self._build(
+            n,
+            schemas,
+            values,
+            ends,
+            dense_rows,
+            dense_vals,
+            text_rows,
+            texts,
+            labs if labels else None,
+        )
+        if error is not None:
+            raise error
+        return batch
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def _build(
+        self,
+        n: int,
+        schemas: list[tuple[Any, ...]],
+        values: list[Any],
+        ends: np.ndarray,
+        dense_rows: list[int],
+        dense_vals: list[Any],
+        text_rows: list[int],
+        texts: list[str],
+        labs: list[Any] | None,
+    ) -> Batch:
+        errors: list[InvalidExample] = []
+        # labels
+        if labs is not None:
+            y, bad = self.labels.indices(labs)
+            if bad >= 0:
+                v = labs[bad]
+                msg = (
+                    "label is missing"
+                    if v is _MISSING
+                    else f"label {v!r} is not one of the classes "
+                    f"{[self.labels.name(k) for k in range(self.n_classes)]!r}"
+                )
+                errors.append(InvalidExample(msg, field="label", index=bad))
+        else:
+            y = np.full(n, -1, dtype=np.int32)
+        # named features. Every part is (rows, codes, values): a code is a raw signed hash
+        # (hashing: the kernel takes bucket abs(h) & (dim - 1) and negates when h < 0) or an
+        # index >= 0 (no hashing, dense lists), which the same arithmetic leaves alone.
+        rows_parts: list[np.ndarray] = []
+        cols_parts: list[np.ndarray] = []
+        vals_parts: list[np.ndarray] = []
+        if values:
+            codes = self._lookup(schemas, errors)
+            vals = _to_float(values, ends, errors, lambda p: f"features.{_flat(schemas)[p]}")
+            if codes is not None and vals is not None:
+                rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ends, prepend=0))
+                rows_parts.append(rows)
+                cols_parts.append(codes)
+                vals_parts.append(vals)
+                if self._quadratic:
+                    self._add_quadratic(
+                        _flat(schemas), rows, codes, vals, n, rows_parts, cols_parts, vals_parts
+                    )
+        # dense features
+        if dense_rows:
+            dim = self.dim
+            dense_ends = np.arange(1, len(dense_rows) + 1, dtype=np.int64) * dim
+            dvals = _to_float(
+                dense_vals,
+                dense_ends,
+                errors,
+                lambda p: f"features[{p % dim}]",
+                row_of=np.asarray(dense_rows, dtype=np.int64),
+            )
+            if dvals is not None:
+                rows_parts.append(np.repeat(np.asarray(dense_rows, dtype=np.int64), dim))
+                cols_parts.append(np.tile(np.arange(dim, dtype=np.int64), len(dense_rows)))
+                vals_parts.append(dvals)
+        # text
+        if texts:
+            r, c, v = self._text_features(text_rows, texts)
+            rows_parts.append(r)
+            cols_parts.append(c)
+            vals_parts.append(v)
+        if errors:
+            raise min(errors, key=lambda e: e.index if e.index is not None else -1)
+        if len(rows_parts) == 1:
+            rows, codes, vals = rows_parts[0], cols_parts[0], vals_parts[0]
+        elif rows_parts:
+            rows = np.concatenate(rows_parts)
+            codes = np.concatenate(cols_parts)
+            vals = np.concatenate(vals_parts)
+        else:
+            rows = np.zeros(0, dtype=np.int64)
+            codes = np.zeros(0, dtype=np.int64)
+            vals = np.zeros(0, dtype=np.float64)
+        mask = self.dim - 1 if self.hashing else (1 << 62) - 1
+        indptr, indices, data, most = _assemble(
+            rows, codes, vals, n, mask, self.normalize, self.max_features
+        )
+        if most >= 0:
+            count = int(np.count_nonzero(rows == most))
+            raise InvalidExample(
+                f"example has {count} features, more than max_features={self.max_features}",
+                field="features",
+                index=most,
+            )
+        return Batch(indptr, indices, data, y)
+
+    def _lookup(
+        self, schemas: list[tuple[Any, ...]], errors: list[InvalidExample]
+    ) -> np.ndarray | None:
+        """Codes of the names: raw signed hash (hashing) or the index (no hashing).
+
+        Most streams repeat one schema (the same names in the same order) example after
+        example, so the codes are cached per *tuple of names* first and per name second: a
+        hit costs one tuple hash instead of a dict lookup per feature.
+        """
+        known = self._schemas
+        try:
+            arrays = [known[k] for k in schemas]
+        except KeyError:
+            if len(known) > SCHEMA_CACHE_SIZE:
+                known.clear()
+            arrays = []
+            for i, k in enumerate(schemas):
+                a = known.get(k)
+                if a is None:
+                    try:
+                        a = known[k] = self._schema_codes(k)
+                    except _BadName as e:
+                        errors.append(InvalidExample(e.msg, field=f"features.{e.name}", index=i))
+                        return None
+                arrays.append(a)
+        return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+
+    def _schema_codes(self, names: tuple[Any, ...]) -> np.ndarray:
+        cache = self._codes
+        if len(cache) > self.cache_size:
+            cache.clear()
+        out = np.empty(len(names), dtype=np.int64)
+        for t, name in enumerate(names):
+            code = cache.get(name)
+            if code is None:
+                try:
+                    code = cache[name] = self._code(name)
+                except ValueError as e:
+                    raise _BadName(name, str(e)) from None
+            out[t] = code
+        return out
+
+    def _code(self, name: Any) -> int:
+        if self.hashing:
+            if type(name) is not str:
+                raise ValueError(f"feature names must be strings, got {name!r}")
+            return int(mmh3.hash(name, 0, signed=True))
+        if type(name) is int:
+            idx = name
+        elif type(name) is str and name.isascii() and name.isdigit():
+            idx = int(name)
+        else:
+            raise ValueError(
+                f"without hashing a feature name must be an integer index, got {name!r}"
+            )
+        if not 0 <= idx < self.dim:
+            raise ValueError(f"feature index {idx} is out of range 0..{self.dim - 1}")
+        return idx
+
+    def _text_features(
+        self, text_rows: list[int], texts: list[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        assert self._text is not None
+        tok = self._text.tokens
+        wcache, ccache = self._wcodes, self._ccodes
+        if len(wcache) > self.cache_size:
+            wcache.clear()
+        if len(ccache) > self.cache_size:
+            ccache.clear()
+        codes: list[int] = []
+        vals: list[int] = []
+        counts = np.empty(len(texts), dtype=np.int64)
+        hash_ = mmh3.hash
+        for k, t in enumerate(texts):
+            words, chars = tok(t)
+            for grams, cache, prefix in ((words, wcache, "w:"), (chars, ccache, "c:")):
+                if not grams:
+                    continue
+                try:
+                    codes.extend(list(map(cache.__getitem__, grams)))  # all or nothing
+                except KeyError:
+                    for g in grams:
+                        h = cache.get(g)
+                        if h is None:
+                            h = cache[g] = hash_(prefix + g, 0, signed=True)
+                        codes.append(h)
+                vals.extend(grams.values())
+            counts[k] = len(codes)
+        counts = np.diff(counts, prepend=0)
+        rows = np.repeat(np.asarray(text_rows, dtype=np.int64), counts)
+        c = np.fromiter(codes, dtype=np.int64, count=len(codes))
+        v = np.fromiter(vals, dtype=np.float64, count=len(vals))
+        if self._text_normalize and v.size:
+            local = np.repeat(np.arange(len(texts)), counts)
+            norms = np.sqrt(np.bincount(local, weights=v * v, minlength=len(texts)))
+            v = v / norms[local]
+        return rows, c, v
+
+    def _add_quadratic(
+        self,
+        names: list[Any],
+        rows: np.ndarray,
+        codes: np.ndarray,
+        vals: np.ndarray,
+        n: int,
+        rows_parts: list[np.ndarray],
+        cols_parts: list[np.ndarray],
+        vals_parts: list[np.ndarray],
+    ) -> None:
+        group_of = self._group_of
+        if len(group_of) > self.cache_size:
+            group_of.clear()
+        index = {g: k for k, g in enumerate(self._groups)}
+        for name in set(names).difference(group_of):
+            group_of[name] = index.get(str(name).partition(":")[0], -1) if ":" in name else -1
+        grp = np.fromiter(map(group_of.__getitem__, names), dtype=np.int64, count=len(names))
+        pos = np.arange(len(names), dtype=np.int64)
+        for a, b in self._quadratic:
+            ia, ib = np.flatnonzero(grp == index[a]), np.flatnonzero(grp == index[b])
+            if ia.size == 0 or ib.size == 0:
+                continue
+            ra, rb = rows[ia], rows[ib]
+            cb = np.bincount(rb, minlength=n)
+            startb = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(cb)[:-1]])
+            reps = cb[ra]
+            total = int(reps.sum())
+            if total == 0:
+                continue
+            ea = np.repeat(ia, reps)
+            within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
+            eb = ib[np.repeat(startb[ra], reps) + within]
+            ha, hb = codes[ea], codes[eb]
+            if a == b:
+                keep = pos[ea] < pos[eb]
+                ea, eb, ha, hb = ea[keep], eb[keep], ha[keep], hb[keep]
+                ha, hb = np.minimum(ha, hb), np.maximum(ha, hb)
+            rows_parts.append(rows[ea])
+            cols_parts.append(_mix(ha, hb))
+            vals_parts.append(vals[ea] * vals[eb])
+
+
+class _BadName(Exception):
+    def __init__(self, name: Any, msg: str) -> None:
+        self.name, self.msg = name, msg
+
+
+def _flat(schemas: list[tuple[Any, ...]]) -> list[Any]:
+    return [name for names in schemas for name in names]
+
+
+def _mix(ha: np.ndarray, hb: np.ndarray) -> np.ndarray:
+    """A signed 32-bit hash of a pair of signed 32-bit hashes (VW's FNV-style mix)."""
+    ua = (ha & 0xFFFFFFFF).astype(np.uint32)
+    ub = (hb & 0xFFFFFFFF).astype(np.uint32)
+    mixed = (ua * np.uint32(16777619)) ^ ub
+    return mixed.view(np.int32).astype(np.int64)
+
+
+def _to_float(
+    values: list[Any],
+    ends: np.ndarray,
+    errors: list[InvalidExample],
+    field_of: Callable[[int], str],
+    row_of: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """Values as float64, checking types, finiteness and range over the whole batch at once."""
+
+    def fail(pos: int, msg: str) -> None:
+        k = int(np.searchsorted(ends, pos, side="right"))
+        row = int(row_of[k]) if row_of is not None else k
+        errors.append(InvalidExample(msg, field=field_of(pos), index=row))
+
+    if not set(map(type, values)) <= _NUMBER_TYPES:
+        for pos, v in enumerate(values):
+            if type(v) is bool or not isinstance(v, int | float):
+                fail(pos, f"a feature value must be a number, got {v!r}")
+                return None
+    try:
+        arr = np.array(values, dtype=np.float64)
+    except OverflowError:
+        pos = next(p for p, v in enumerate(values) if isinstance(v, int) and abs(v) > 1e300)
+        fail(pos, f"feature value {values[pos]} is out of range (|v| <= {MAX_ABS_VALUE:g})")
+        return None
+    bad = ~(np.abs(arr) <= MAX_ABS_VALUE)
+    if bad.any():
+        pos = int(np.argmax(bad))
+        fail(pos, f"feature value {values[pos]!r} is not finite or |v| > {MAX_ABS_VALUE:g}")
+        return None
+    return arr
+
+
+@njit(cache=True, nogil=True)
+def _same(c: np.ndarray, a: int, b: int, m: int) -> bool:
+    """``c[a:a+m] == c[b:b+m]``, element by element (a loop numba compiles)."""
+    for t in range(m):  # noqa: SIM110 - numba compiles the loop, not a generator
+        if c[a + t] != c[b + t]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _assemble(
+    rows: np.ndarray,
+    codes: np.ndarray,
+    vals: np.ndarray,
+    n: int,
+    mask: int,
+    normalize: bool,
+    max_features: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(row, code, value) triplets → CSR with sorted unique columns, duplicates summed, zeros
+    dropped, optionally each row scaled to unit L2 norm. Column ``abs(code) & mask``, value
+    negated when ``code < 0``. The last result is the first row with more than
+    ``max_features`` entries (then the CSR arrays are empty), or -1.
+
+    Linear in nnz plus a small sort per row whose columns are not already increasing; a row
+    with the same column sequence as the row before (one schema, example after example)
+    reuses that row's order instead of sorting again.
+    """
+    nnz = rows.shape[0]
+    start = np.zeros(n + 1, dtype=np.int64)
+    for k in range(nnz):
+        start[rows[k] + 1] += 1
+    for i in range(n):
+        if start[i + 1] > max_features:
+            z = np.zeros(0, dtype=np.int64)
+            return z, z.astype(np.int32), z.astype(np.float64), i
+        start[i + 1] += start[i]
+    fill = start[:-1].copy()
+    c2 = np.empty(nnz, dtype=np.int64)
+    v2 = np.empty(nnz, dtype=np.float64)
+    for k in range(nnz):
+        r = rows[k]
+        p = fill[r]
+        code = codes[k]
+        if code < 0:
+            c2[p] = (-code) & mask
+            v2[p] = -vals[k]
+        else:
+            c2[p] = code & mask
+            v2[p] = vals[k]
+        fill[r] = p + 1
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    out_i = np.empty(nnz, dtype=np.int32)
+    out_v = np.empty(nnz, dtype=np.float64)
+    m = 0
+    order = np.zeros(0, dtype=np.int64)
+    plo = 0
+    phi = 0
+    for i in range(n):
+        lo = start[i]
+        hi = start[i + 1]
+        ordered = True
+        for k in range(lo + 1, hi):
+            if c2[k] <= c2[k - 1]:
+                ordered = False
+                break
+        if ordered:
+            order = np.arange(hi - lo)
+        elif not (hi - lo == phi - plo and _same(c2, lo, plo, hi - lo)):
+            # sort (column, position) packed in one int64: positions < 2**20 (max_features)
+            keys = np.empty(hi - lo, dtype=np.int64)
+            for t in range(hi - lo):
+                keys[t] = (c2[lo + t] << 20) | t
+            keys.sort()
+            order = keys & 0xFFFFF
+        plo = lo
+        phi = hi
+        first = m
+        prev = -1
+        for t in range(hi - lo):
+            j = lo + order[t]
+            c = c2[j]
+            if c == prev:
+                out_v[m - 1] += v2[j]
+            else:
+                out_i[m] = c
+                out_v[m] = v2[j]
+                m += 1
+                prev = c
+        w = first
+        for t in range(first, m):
+            if out_v[t] != 0.0:
+                out_i[w] = out_i[t]
+                out_v[w] = out_v[t]
+                w += 1
+        m = w
+        if normalize:
+            s = 0.0
+            for t in range(first, m):
+                s += out_v[t] * out_v[t]
+            if s > 0.0:
+                s = np.sqrt(s)
+                for t in range(first, m):
+                    out_v[t] /= s
+        indptr[i + 1] = m
+    return indptr, out_i[:m].copy(), out_v[:m].copy(), -1
