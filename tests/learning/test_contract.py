@@ -1,0 +1,211 @@
+"""The contract every registered learner keeps (River's ``checks`` in spirit).
+
+Parametrized over the whole registry, so a learner registered later (the multi-class forms)
+is checked as soon as it exists: binary learners get two classes, multi-class ones three.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from service.errors import InvalidSpec
+from service.learning.features import Batch
+from service.learning.linear import Learner
+from service.learning.registry import REGISTRY, make_learner
+
+KEYS = sorted(REGISTRY, key=lambda k: (k[1], k[0]))
+IDS = [f"{name}{'-multi' if multi else ''}" for name, multi in KEYS]
+DIM = 64
+
+
+def n_classes(multi: bool) -> int:
+    return 3 if multi else 2
+
+
+def build(key: tuple[str, bool], **params: Any) -> Learner:
+    return make_learner(key[0], DIM, n_classes(key[1]), params)
+
+
+def random_rows(
+    n: int, k: int, seed: int, lo: int = 0, hi: int = DIM
+) -> tuple[list[tuple[list[int], list[float]]], list[int]]:
+    """Sparse rows over features [lo, hi) with labels from a noisy linear rule over k classes."""
+    rng = np.random.default_rng(seed)
+    truth = rng.normal(size=(k, DIM))
+    rows, ys = [], []
+    for _ in range(n):
+        idx = rng.choice(np.arange(lo, hi), size=int(rng.integers(1, 9)), replace=False)
+        val = rng.normal(size=idx.shape[0])
+        rows.append((idx.tolist(), val.tolist()))
+        ys.append(int(np.argmax(truth[:, idx] @ val + 0.3 * rng.normal(size=k))))
+    return rows, ys
+
+
+def random_batch(key: tuple[str, bool], n: int = 300, seed: int = 0, **kw: Any) -> Batch:
+    rows, ys = random_rows(n, n_classes(key[1]), seed, **kw)
+    return Batch.from_rows(rows, ys)
+
+
+def assert_same_state(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], np.ndarray):
+            assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+            assert a[key].tobytes() == b[key].tobytes(), key  # bit for bit, NaN-safe
+        else:
+            assert type(a[key]) is type(b[key]) and a[key] == b[key], key
+
+
+pytestmark = pytest.mark.parametrize("key", KEYS, ids=IDS)
+
+
+def test_registry_key_matches_class(key: tuple[str, bool]) -> None:
+    cls = REGISTRY[key]
+    assert (cls.name, cls.multiclass) == key
+    learner = build(key)
+    assert type(learner) is cls
+    assert repr(learner).startswith(cls.__name__ + "(")
+    again = make_learner(key[0], DIM, n_classes(key[1]), learner.params)
+    assert again.params == learner.params
+
+
+def test_input_batch_not_mutated(key: tuple[str, bool]) -> None:
+    batch = random_batch(key)
+    before = [a.copy() for a in (batch.indptr, batch.indices, batch.data, batch.y)]
+    learner = build(key)
+    learner.learn(batch)
+    learner.decision(batch)
+    learner.serving().proba(batch)
+    for a, b in zip(before, (batch.indptr, batch.indices, batch.data, batch.y), strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_counters_and_progressive_mistakes(key: tuple[str, bool]) -> None:
+    """A mistake is the label the model *as served* predicted just before learning."""
+    batch = random_batch(key, n=200, seed=1)
+    learner = build(key)
+    flags = []
+    for i in range(batch.n):
+        row = batch.row(i)
+        predicted = int(learner.serving().predict(row)[0])
+        flags.append(bool(learner.learn(row)[0]))
+        assert flags[-1] == (predicted != int(row.y[0])), f"row {i}"
+    assert learner.examples_seen == batch.n
+    assert learner.mistakes == sum(flags) > 0
+    assert learner.updates > 0
+    norms = [math.sqrt(sum(v * v for v in batch.row(i).data)) for i in range(batch.n)]
+    assert learner.max_norm == pytest.approx(max(norms), rel=1e-12)
+
+
+def test_batch_equals_per_row_loop(key: tuple[str, bool]) -> None:
+    batch = random_batch(key, n=300, seed=2)
+    whole, rowwise = build(key), build(key)
+    flags_whole = whole.learn(batch)
+    flags_rows = np.array([rowwise.learn(batch.row(i))[0] for i in range(batch.n)])
+    assert np.array_equal(flags_whole, flags_rows)
+    assert_same_state(whole.get_state(), rowwise.get_state())
+
+
+def test_decision_matches_serving(key: tuple[str, bool]) -> None:
+    batch = random_batch(key, n=200, seed=3)
+    learner = build(key)
+    learner.learn(batch)
+    model = learner.serving()
+    np.testing.assert_allclose(learner.decision(batch), model.margins(batch), rtol=1e-9, atol=1e-9)
+    proba = model.proba(batch)
+    assert np.all((proba >= 0) & (proba <= 1))
+    if key[1]:
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+
+
+def test_feature_order_irrelevant(key: tuple[str, bool]) -> None:
+    rows, ys = random_rows(200, n_classes(key[1]), seed=4)
+    rng = np.random.default_rng(0)
+    shuffled = []
+    for idx, val in rows:
+        perm = rng.permutation(len(idx))
+        shuffled.append(([idx[p] for p in perm], [val[p] for p in perm]))
+    a, b = build(key), build(key)
+    assert np.array_equal(
+        a.learn(Batch.from_rows(rows, ys)), b.learn(Batch.from_rows(shuffled, ys))
+    )
+    assert_same_state(a.get_state(), b.get_state())
+
+
+def test_unseen_and_vanishing_features(key: tuple[str, bool]) -> None:
+    """Features appear late, others vanish; a never-seen feature has weight exactly 0."""
+    learner = build(key)
+    learner.learn(random_batch(key, n=150, seed=5, lo=0, hi=20))
+    learner.learn(random_batch(key, n=150, seed=6, lo=20, hi=40))
+    learner.learn(Batch.from_rows([([], [])], [0]))  # a row with no features at all
+    W = learner.serving().W
+    assert np.all(np.isfinite(W))
+    assert not np.any(W[..., 40:])  # never seen: untouched
+    # seen late: learned (in the state; the pocket may rightly still serve older weights)
+    arrays = [a for a in learner.get_state().values() if isinstance(a, np.ndarray)]
+    assert any(np.any(a[..., 20:40]) for a in arrays if a.shape[-1] == DIM)
+    only_unseen = Batch.from_rows([([50], [3.0])], [0])
+    empty = Batch.from_rows([([], [])], [0])
+    np.testing.assert_array_equal(learner.decision(only_unseen), learner.decision(empty))
+
+
+def test_state_round_trips_exactly_and_continues_bit_identically(key: tuple[str, bool]) -> None:
+    from service.store.codec import decode_state, encode_state
+
+    first, second = random_batch(key, n=200, seed=7), random_batch(key, n=200, seed=8)
+    original = build(key)
+    original.learn(first)
+    state = original.get_state()
+    restored = build(key)
+    restored.set_state(decode_state(encode_state(state)))
+    assert_same_state(restored.get_state(), state)
+    assert restored.counters() == original.counters()
+    assert np.array_equal(original.learn(second), restored.learn(second))
+    assert_same_state(original.get_state(), restored.get_state())
+    # get_state is a copy: learning afterwards does not change a state taken before
+    assert_same_state(state, decode_state(encode_state(state)))
+    with pytest.raises(ValueError):
+        restored.set_state({k: v for k, v in state.items() if k != "examples_seen"})
+
+
+def test_bad_hyper_parameters_rejected_by_name(key: tuple[str, bool]) -> None:
+    cls = REGISTRY[key]
+    k = n_classes(key[1])
+    with pytest.raises(InvalidSpec) as info:
+        make_learner(key[0], DIM, k, {"no_such_param": 1})
+    assert info.value.field == "params.no_such_param"
+    with pytest.raises(InvalidSpec) as info:
+        make_learner(key[0], 0, k, {})
+    assert info.value.field == "dim"
+    for name, default in cls.defaults().items():
+        if isinstance(default, bool):
+            bad: list[Any] = ["maybe", 2]
+        elif isinstance(default, int | float):
+            bad = ["not-a-number", math.nan, math.inf, None]
+        elif isinstance(default, str):
+            bad = ["no-such-choice", 3]
+        else:
+            continue
+        for value in bad:
+            with pytest.raises((InvalidSpec, ValueError)) as err:
+                make_learner(key[0], DIM, k, {name: value})
+            assert name in str(err.value), (name, value, str(err.value))
+            assert repr(value) in str(err.value) or str(value) in str(err.value)
+            if isinstance(err.value, InvalidSpec):
+                assert err.value.field == f"params.{name}"
+
+
+def test_bad_batches_rejected(key: tuple[str, bool]) -> None:
+    learner = build(key)
+    with pytest.raises(ValueError, match="index"):
+        learner.learn(Batch.from_rows([([DIM], [1.0])], [0]))
+    with pytest.raises(ValueError, match="label"):
+        learner.learn(Batch.from_rows([([0], [1.0])], [n_classes(key[1])]))
+    with pytest.raises(ValueError, match="label"):
+        learner.learn(Batch.from_rows([([0], [1.0])], [-1]))
+    assert learner.examples_seen == 0
+    assert learner.learn(Batch.empty()).shape == (0,)
