@@ -1,0 +1,189 @@
+"""Codecs: exact round trips, no per-example Python on decode, corrupt input → DecodeError."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from service.errors import DecodeError
+from service.learning.features import Batch
+from service.store.codec import decode_batch, decode_state, encode_batch, encode_state
+
+
+def same_batch(a: Batch, b: Batch) -> None:
+    for name in ("indptr", "indices", "data", "y"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype, name
+        assert x.tobytes() == y.tobytes(), name
+
+
+def sample_batch() -> Batch:
+    return Batch.from_rows([([0, 3], [1.5, -2.0]), ([], []), ([7], [1e-300])], [1, 0, 1])
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> Batch:
+    n = draw(st.integers(0, 12))
+    rows = []
+    for _ in range(n):
+        idx = sorted(draw(st.sets(st.integers(0, 2**20), max_size=8)))
+        vals = draw(
+            st.lists(
+                st.floats(allow_nan=False, allow_infinity=False),
+                min_size=len(idx),
+                max_size=len(idx),
+            )
+        )
+        rows.append((idx, vals))
+    y = draw(st.lists(st.integers(-1, 5), min_size=n, max_size=n))
+    if n == 0:
+        return Batch.empty()
+    return Batch.from_rows(rows, y)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches(), st.booleans())
+def test_batch_round_trip(batch: Batch, with_ids: bool) -> None:
+    ids = [f"id-{i}" if i % 2 else None for i in range(batch.n)] if with_ids else None
+    got, got_ids = decode_batch(encode_batch(batch, ids))
+    same_batch(got, batch)
+    assert got_ids == (ids if ids else None)
+
+
+def test_decoded_arrays_are_writable_and_aligned() -> None:
+    got, _ = decode_batch(encode_batch(sample_batch()))
+    for arr in (got.indptr, got.indices, got.data, got.y):
+        assert arr.flags.writeable and arr.flags.aligned
+    assert got.indptr.dtype == np.int64 and got.indices.dtype == np.int32
+    assert got.data.dtype == np.float64 and got.y.dtype == np.int32
+
+
+def test_memoryview_and_bytearray_input() -> None:
+    raw = encode_batch(sample_batch())
+    same_batch(decode_batch(memoryview(raw))[0], sample_batch())
+    same_batch(decode_batch(bytearray(raw))[0], sample_batch())
+
+
+def corruptions() -> list[bytes]:
+    raw = encode_batch(sample_batch(), ["a", "b", "c"])
+    bad_indptr = bytearray(encode_batch(sample_batch()))
+    bad_indptr[32:40] = (5).to_bytes(8, "little")  # indptr[0] != 0
+    decreasing = bytearray(encode_batch(sample_batch()))
+    decreasing[40:48] = (3).to_bytes(8, "little")  # indptr [0,3,2,3]: not monotone
+    return [
+        b"",
+        b"\x01",
+        b"\x02" + raw[1:],  # unknown format
+        raw[:-1],  # truncated ids
+        raw[:40],  # truncated arrays
+        raw + b"\0",  # trailing bytes
+        bytes(bad_indptr),
+        bytes(decreasing),
+        raw[:-5] + b"xxxxx",  # ids not JSON
+        b"garbage that is long enough to pass the header check ..........",
+    ]
+
+
+@pytest.mark.parametrize("payload", corruptions())
+def test_corrupt_batch_raises_decode_error(payload: bytes) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode_batch(payload)
+    assert info.value.__cause__ is not None or "format" in info.value.message
+
+
+def test_ids_count_must_match() -> None:
+    raw = encode_batch(sample_batch(), ["a", "b"])  # 3 rows, 2 ids
+    with pytest.raises(DecodeError, match="ids"):
+        decode_batch(raw)
+
+
+def test_state_round_trip_is_exact() -> None:
+    state = {
+        "w": np.array([0.1, -0.0, np.inf, -np.inf, np.nan, 5e-324]),
+        "W": np.arange(12, dtype=np.float64).reshape(3, 4) / 7,
+        "ints": np.array([1, -2, 2**40], dtype=np.int64),
+        "small": np.array([1, 2], dtype=np.int32),
+        "flags": np.array([True, False]),
+        "empty": np.zeros((0, 5)),
+        "zero_d": np.array(3.25),
+        "t": 12345678901234,
+        "eta": 0.1,
+        "neg_zero": -0.0,
+        "big": float("inf"),
+        "nan": float("nan"),
+        "on": True,
+        "link": "sigmoid",
+        "none": None,
+        "np_int": np.int64(7),
+        "np_float": np.float64(1 / 3),
+    }
+    got = decode_state(encode_state(state))
+    assert set(got) == set(state)
+    for key, want in state.items():
+        value = got[key]
+        if isinstance(want, np.ndarray):
+            assert value.dtype == want.dtype and value.shape == want.shape, key
+            assert value.tobytes() == want.tobytes(), key
+            assert value.flags.writeable
+        elif isinstance(want, float) and math.isnan(want):
+            assert math.isnan(value)
+        else:
+            assert value == want and type(value) is type(
+                want.item() if hasattr(want, "item") else want
+            ), key
+    assert math.copysign(1, got["neg_zero"]) == -1
+
+
+def test_big_endian_array_round_trips_by_value() -> None:
+    arr = np.arange(4, dtype=">f8")
+    got = decode_state(encode_state({"a": arr}))["a"]
+    assert got.tolist() == arr.tolist()
+
+
+def test_learner_state_round_trip() -> None:
+    from service.learning.registry import make_learner
+
+    learner = make_learner("averaged_perceptron", 16, 2, {})
+    rng = np.random.default_rng(0)
+    rows = [
+        (sorted(rng.choice(16, 4, replace=False).tolist()), rng.standard_normal(4).tolist())
+        for _ in range(50)
+    ]
+    learner.learn(Batch.from_rows(rows, rng.integers(0, 2, 50).tolist()))
+    state = learner.get_state()
+    other = make_learner("averaged_perceptron", 16, 2, {})
+    other.set_state(decode_state(encode_state(state)))
+    again = other.get_state()
+    assert set(again) == set(state)
+    for key, value in state.items():
+        if isinstance(value, np.ndarray):
+            assert again[key].tobytes() == value.tobytes()
+        else:
+            assert again[key] == value
+
+
+@pytest.mark.parametrize("bad", [{"x": object()}, {"x": np.array([object()])}, {1: 2}])
+def test_unencodable_state(bad: dict) -> None:
+    with pytest.raises(TypeError):
+        encode_state(bad)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        b"\x09" + b"\0" * 15,
+        encode_state({"w": np.ones(4)})[:-8],
+        encode_state({"w": np.ones(4)}) + b"\0" * 8,
+        encode_state({"w": np.ones(4)})[:20],
+        b"\x01" + b"\0" * 7 + (10**6).to_bytes(8, "little"),
+    ],
+)
+def test_corrupt_state_raises_decode_error(payload: bytes) -> None:
+    with pytest.raises(DecodeError) as info:
+        decode_state(payload)
+    assert isinstance(info.value.__cause__, Exception)
