@@ -116,11 +116,15 @@ def describe_embedded(embedded: EmbeddedRedis) -> str:
     return f"Redis: embedded, {what}{note} — {embedded.durability}"
 
 
+def _print(message: str) -> None:
+    print(message, flush=True)  # flushed: the banner must show even when stdout is a pipe
+
+
 def serve(
     settings: Settings,
     *,
     embedded: Kind | None = None,
-    say: Say = print,
+    say: Say = _print,
     log_level: str = "warning",
 ) -> int:
     """Run API + worker until interrupted; returns a process exit code."""

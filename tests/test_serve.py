@@ -1,0 +1,180 @@
+"""``streamlearn serve`` and its embedded Redis: what a fresh machine gets.
+
+The embedded tests talk to the started servers with redis-py (tests may import redis). The
+end-to-end tests run ``serve`` as a real subprocess — no STREAMLEARN_REDIS_URL, a temporary
+data directory — post examples over HTTP, stop it with SIGINT as Ctrl-C would, and check
+that it stopped cleanly, took its Redis down, and (with redis-server) kept the data.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from service import embedded
+from service.embedded import free_port, ping, start_embedded, start_fakeredis, start_redis_server
+from service.serve import _redact, urls
+from service.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_redis_server = pytest.mark.skipif(
+    embedded.redis_server_binary() is None, reason="redis-server is not installed"
+)
+
+
+def port_of(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+@needs_redis_server
+def test_redis_server_child_keeps_data_across_restarts(tmp_path: Path) -> None:
+    first = start_redis_server(tmp_path)
+    try:
+        assert first.kind == "redis-server" and str(tmp_path) in first.durability
+        client = redis.Redis.from_url(first.url)
+        client.xadd("sl:{m}:examples", {"b": b"x"})
+        client.close()
+    finally:
+        first.stop()
+    assert not ping("127.0.0.1", port_of(first.url)), "the child must be gone after stop()"
+    assert (tmp_path / "appendonlydir").is_dir()
+
+    with start_redis_server(tmp_path) as second:
+        client = redis.Redis.from_url(second.url)
+        assert client.xlen("sl:{m}:examples") == 1
+        client.close()
+
+
+def test_fakeredis_server_speaks_redis_and_stops() -> None:
+    with start_fakeredis() as fake:
+        assert fake.kind == "fakeredis" and "lost on exit" in fake.durability
+        client = redis.Redis.from_url(fake.url)
+        client.xadd("s", {"a": 1})
+        assert client.xread({"s": "0"}, block=10)[0][1][0][1] == {b"a": b"1"}
+        assert client.eval("return redis.call('incr', KEYS[1])", 1, "k") == 1  # Lua (lupa)
+        client.close()
+        port = port_of(fake.url)
+    assert not ping("127.0.0.1", port)
+
+
+def test_embedded_falls_back_to_fakeredis_without_the_binary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedded, "redis_server_binary", lambda: None)
+    with start_embedded(tmp_path) as e:
+        assert e.kind == "fakeredis"
+        assert e.note == "redis-server is not installed"
+    with pytest.raises(FileNotFoundError):
+        start_embedded(tmp_path, prefer="redis-server")
+    with pytest.raises(ValueError, match="prefer must be"):
+        start_embedded(tmp_path, prefer="sqlite")  # type: ignore[arg-type]
+
+
+def test_urls_and_redaction() -> None:
+    u = urls(Settings(host="0.0.0.0", port=8123))
+    assert u == {
+        "api": "http://127.0.0.1:8123",
+        "docs": "http://127.0.0.1:8123/docs",
+        "dashboard": "http://127.0.0.1:8123/",
+    }
+    assert _redact("redis://user:pw@h:6379/0") == "redis://user:***@h:6379/0"
+    assert _redact("rediss://:pw@h:6380") == "rediss://***@h:6380"
+    assert _redact("redis://h:6379") == "redis://h:6379"
+
+
+# --- the real command ------------------------------------------------------------------------
+
+
+@contextmanager
+def serve_process(
+    data_dir: Path, *extra: str
+) -> Iterator[tuple[str, list[str], subprocess.Popen[str]]]:
+    """Run ``streamlearn serve`` until its banner is out; yield (url, output lines, process)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLEARN_")}
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+         "--data-dir", str(data_dir), *extra],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, "serve exited early:\n" + "".join(lines)
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not come up:\n" + "".join(lines)
+            time.sleep(0.1)
+        yield url, lines, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        reader.join(5)
+
+
+def learn_and_wait(url: str, model: str, n: int) -> dict[str, object]:
+    with httpx.Client(base_url=url, timeout=10) as c:
+        r = c.put(f"/models/{model}", json={"algorithm": "perceptron", "bits": 10})
+        assert r.status_code in (200, 201), r.text
+        examples = [
+            {"features": {"a": 1.0, "b": i % 3}, "label": 1 if i % 2 else -1} for i in range(n)
+        ]
+        assert c.post(f"/models/{model}/examples", json={"examples": examples}).status_code == 202
+        deadline = time.monotonic() + 30
+        while (m := c.get(f"/models/{model}/metrics").json())["examples_seen"] < n:
+            assert time.monotonic() < deadline, m
+            time.sleep(0.1)
+        return m
+
+
+@needs_redis_server
+def test_serve_on_embedded_redis_server_is_durable_and_stops_cleanly(tmp_path: Path) -> None:
+    with serve_process(tmp_path) as (url, lines, proc):
+        banner = "".join(lines)
+        assert "private redis-server" in banner and "durable" in banner
+        assert f"Dashboard: {url}/" in banner and f"Docs:      {url}/docs" in banner
+        redis_port = int(re.search(r"redis://127\.0\.0\.1:(\d+)", banner).group(1))  # type: ignore[union-attr]
+        metrics = learn_and_wait(url, "m", 50)
+        assert metrics["examples_seen"] == 50
+        assert "<title>streamlearn</title>" in httpx.get(url + "/").text
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0, "".join(lines)
+    assert not ping("127.0.0.1", redis_port), "the embedded redis-server outlived serve"
+    assert "Embedded Redis stopped" in "".join(lines)
+
+    with serve_process(tmp_path) as (url, _lines, _proc):  # same data dir: the model is back
+        after = httpx.get(f"{url}/models/m/metrics").json()
+        assert after["examples_seen"] == 50
+
+
+def test_serve_on_fakeredis_says_data_is_lost_on_exit(tmp_path: Path) -> None:
+    with serve_process(tmp_path, "--embedded", "fakeredis") as (url, lines, proc):
+        banner = "".join(lines)
+        assert "fakeredis" in banner and "lost on exit" in banner
+        assert learn_and_wait(url, "f", 10)["examples_seen"] == 10
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0, "".join(lines)
