@@ -78,8 +78,8 @@ def test_pegasos_projection_keeps_norm_in_the_ball(lam: float) -> None:
 
 def test_pegasos_renormalises_a_tiny_scale_without_changing_w() -> None:
     """Drive ``scale`` under the renormalisation threshold through the state; the next steps
-    must equal the dense reference continued from the same w."""
-    batch, X = stream(200, 12, seed=2)
+    must equal those of a learner that never went through the tiny scale."""
+    batch, _ = stream(200, 12, seed=2)
     model = make_learner("pegasos", 12, 2, {"lam": 0.1})
     model.learn(batch.slice(0, 100))
     state = model.get_state()
