@@ -1,0 +1,200 @@
+"""The command line: every command is there with a ``--help`` that shows an example; the
+replay machinery posts what the file says, in order; the client-side commands work against
+a live service (typer's CliRunner, in process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from service.cli import app
+from service.client import Client, ClientError
+from service.replay import apply_order, guess_format, read_lines, replay
+
+EXPECTED = {
+    "serve",
+    "api",
+    "worker",
+    "evaluate",
+    "replay",
+    "demo",
+    "models",
+    "metrics",
+    "versions",
+    "rollback",
+}
+runner = CliRunner()
+
+
+def commands() -> set[str]:
+    return set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+def test_all_commands_exist() -> None:
+    assert commands() >= EXPECTED, f"missing: {sorted(EXPECTED - commands())}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_help_has_an_example(name: str) -> None:
+    if name not in commands():
+        pytest.fail(f"`streamlearn {name}` is not registered yet")
+    result = runner.invoke(app, [name, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.output and f"streamlearn {name}" in result.output
+
+
+# --- replay machinery ------------------------------------------------------------------------
+
+
+def write_ndjson(path: Path, n: int) -> Path:
+    path.write_bytes(
+        b"".join(
+            orjson.dumps({"id": f"e{i}", "features": {"x": i}, "label": 1}) + b"\n"
+            for i in range(n)
+        )
+    )
+    return path
+
+
+def test_read_lines_skips_blanks_and_svmlight_comments(tmp_path: Path) -> None:
+    f = tmp_path / "d.svm"
+    f.write_text("# header\n1 1:2\n\n-1 3:1 # trailing\n")
+    assert guess_format(f) == "svmlight" and guess_format(tmp_path / "d.jsonl") == "ndjson"
+    assert read_lines(f, "svmlight") == [b"1 1:2", b"-1 3:1 # trailing"]
+    with pytest.raises(ValueError, match="format must be one of"):
+        read_lines(f, "csv")
+
+
+def test_apply_order_reorders_by_id_and_names_what_is_wrong(tmp_path: Path) -> None:
+    lines = read_lines(write_ndjson(tmp_path / "d.jsonl", 3), "ndjson")
+    ordered = apply_order(lines, ["e2", "e0", "e1"])
+    assert [orjson.loads(x)["id"] for x in ordered] == ["e2", "e0", "e1"]
+    with pytest.raises(ValueError, match=r"ids not in file, e\.g\. 'e9'"):
+        apply_order(lines, ["e0", "e9"])
+    with pytest.raises(ValueError, match="more than once"):
+        apply_order(lines, ["e0", "e0"])
+    with pytest.raises(ValueError, match="line 1 has no 'id'"):
+        apply_order([b'{"label": 1}'], ["a"])
+
+
+def test_replay_posts_batches_in_order_and_retries_backpressure(tmp_path: Path) -> None:
+    bodies: list[bytes] = []
+    answers = iter([429, 202, 202, 202])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status = next(answers)
+        if status == 429:
+            return httpx.Response(429, json={"error": {"code": "lag_exceeded", "message": "later"}})
+        bodies.append(request.content)
+        assert request.headers["content-type"] == "application/x-ndjson"
+        return httpx.Response(202, json={"accepted": request.content.count(b"\n")})
+
+    lines = read_lines(write_ndjson(tmp_path / "d.jsonl", 10), "ndjson")
+    seen: list[int] = []
+    with Client("http://sl.test", transport=httpx.MockTransport(handler)) as c:
+        result = replay(c, "m", lines, batch_size=4, on_batch=seen.append)
+    assert (result.posted, result.requests, result.retries) == (10, 3, 1)
+    assert seen == [4, 4, 2]
+    posted = [orjson.loads(x)["id"] for body in bodies for x in body.splitlines()]
+    assert posted == [f"e{i}" for i in range(10)]
+
+
+def test_replay_stops_on_a_client_error(tmp_path: Path) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(422, json={"error": {"code": "invalid_example", "message": "bad"}})
+
+    with (
+        Client("http://sl.test", transport=httpx.MockTransport(handler)) as c,
+        pytest.raises(ClientError),
+    ):
+        replay(c, "m", [b"{}"], batch_size=1)
+
+
+def test_unreachable_service_is_a_clean_error() -> None:
+    result = runner.invoke(app, ["models", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 1
+    assert "unreachable" in result.output
+    assert "Traceback" not in result.output
+
+
+# --- against a live service ------------------------------------------------------------------
+
+
+def test_client_commands_against_live_service(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.live_service import live_service
+
+    data = write_ndjson(tmp_path / "d.jsonl", 40)
+    order = tmp_path / "order.txt"
+    order.write_text("\n".join(f"e{i}" for i in reversed(range(40))))
+    with live_service(settings) as live:
+        url = ["--url", live.url]
+        with Client(live.url) as c:
+            c.create_model("cli", {"algorithm": "perceptron", "bits": 8})
+
+        r = runner.invoke(
+            app,
+            [
+                "replay",
+                str(data),
+                "--model",
+                "cli",
+                "--order",
+                str(order),
+                "--batch-size",
+                "7",
+                *url,
+            ],
+            terminal_width=200,
+        )
+        assert r.exit_code == 0, r.output
+        assert "posted 40 examples in 6 requests" in r.output
+        assert "examples seen" in r.output and "40" in r.output
+
+        r = runner.invoke(app, ["models", *url], terminal_width=200)
+        assert r.exit_code == 0 and "cli" in r.output, r.output
+
+        r = runner.invoke(app, ["metrics", "cli", "--json", *url])
+        assert r.exit_code == 0, r.output
+        assert orjson.loads(r.output)["examples_seen"] == 40
+
+        r = runner.invoke(app, ["versions", "cli", *url], terminal_width=200)
+        assert r.exit_code == 0 and "serving" in r.output, r.output
+
+        with Client(live.url) as c:
+            first = min(int(v["version"]) for v in c.versions("cli")["versions"])
+        r = runner.invoke(app, ["rollback", "cli", str(first), *url])
+        assert r.exit_code == 0 and f"back to version {first}" in r.output, r.output
+
+        r = runner.invoke(app, ["metrics", "nope", *url])
+        assert r.exit_code == 1 and "model_not_found" in r.output
+
+
+def test_demo_replays_spambase(settings, spambase_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.live_service import live_service
+
+    with live_service(settings) as live:
+        r = runner.invoke(
+            app,
+            [
+                "demo",
+                "--url",
+                live.url,
+                "--data",
+                str(spambase_path.parent),
+                "--limit",
+                "300",
+                "--rate",
+                "0",
+            ],
+            terminal_width=200,
+        )
+        assert r.exit_code == 0, r.output
+        with Client(live.url) as c:
+            metrics = c.metrics("spambase")
+    assert metrics["examples_seen"] == 300
+    assert 0 < metrics["mistakes"] < 150  # it learns something on the first 300
