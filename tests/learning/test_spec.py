@@ -1,0 +1,137 @@
+"""Model specs: canonical round trips, presets, and an InvalidSpec naming the field for
+every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from service.errors import InvalidSpec
+from service.learning.spec import PRESETS, ModelSpec, TextSpec
+
+GOOD: list[dict[str, Any]] = [
+    {"algorithm": "perceptron"},
+    {"algorithm": "pa1", "params": {"C": 0.25}, "bits": 12},
+    {"algorithm": "pa2", "hashing": False, "dim": 57, "classes": ["ham", "spam"]},
+    {"algorithm": "pa", "classes": ["spam", "ham"], "positive": "spam", "normalize": True},
+    {"algorithm": "perceptron", "dim": 1024},
+    {
+        "algorithm": "pa1",
+        "text": {"word_ngrams": [1, 2], "char_ngrams": None, "binary": False},
+        "quadratic": [["u", "i"]],
+    },
+    {"preset": "spam"},
+    {"classes": ["ham", "spam"]},
+    {"preset": "spam", "params": {"C": 0.1}},
+]
+
+
+@pytest.mark.parametrize("d", GOOD)
+def test_to_dict_is_canonical_and_json_safe(d: dict[str, Any]) -> None:
+    spec = ModelSpec.from_dict(d)
+    out = spec.to_dict()
+    assert json.loads(json.dumps(out)) == out
+    again = ModelSpec.from_dict(json.loads(json.dumps(out)))
+    assert again == spec
+    assert again.to_dict() == out
+
+
+def test_defaults() -> None:
+    s = ModelSpec.from_dict({"algorithm": "pa1"})
+    assert (s.bits, s.dim, s.hashing) == (18, 2**18, True)
+    assert (s.classes, s.positive, s.n_classes, s.multiclass) == ((-1, 1), 1, 2, False)
+    assert s.params == {"C": 1.0}  # defaults filled in: the canonical form
+    assert s.text is None and s.quadratic == () and s.normalize is False and s.preset is None
+
+
+def test_dim_with_hashing_gives_the_bits() -> None:
+    assert ModelSpec.from_dict({"algorithm": "pa1", "dim": 1024}).bits == 10
+    assert ModelSpec.from_dict({"algorithm": "pa1", "bits": 10, "dim": 1024}).dim == 1024
+
+
+def test_presets_fill_what_the_client_left_out() -> None:
+    spam = ModelSpec.from_dict({"classes": ["ham", "spam"]})
+    assert spam.preset == "spam" and spam.text is not None
+    assert spam.algorithm == PRESETS["spam"]["algorithm"]
+    assert spam.positive == "spam"
+    assert ModelSpec.from_dict({"preset": "spam"}).classes == (-1, 1)
+    assert ModelSpec.from_dict({}).preset == "spam"
+    assert ModelSpec.from_dict({"classes": ["a", "b", "c"]}).preset == "text"
+    tuned = ModelSpec.from_dict({"preset": "spam", "bits": 12, "text": None})
+    assert tuned.bits == 12 and tuned.text is None
+    other = ModelSpec.from_dict({"preset": "spam", "algorithm": "perceptron"})
+    assert other.params == {} and other.text == spam.text
+
+
+def test_preset_params_merge_when_the_algorithm_is_kept() -> None:
+    base = ModelSpec.from_dict({"preset": "spam"})
+    first = next(iter(base.params))
+    value = base.params[first]
+    changed = ModelSpec.from_dict({"preset": "spam", "params": {first: value * 2}})
+    assert changed.params[first] == value * 2
+    assert set(changed.params) == set(base.params)
+
+
+def test_build_learner_and_featurizer() -> None:
+    spec = ModelSpec.from_dict({"classes": ["ham", "spam"]})
+    learner = spec.build_learner()
+    assert learner.dim == spec.dim and learner.n_classes == 2
+    f = spec.featurizer(max_features=1000)
+    batch = f.transform([{"text": "cheap pills", "label": "spam"}])
+    assert batch.y.tolist() == [1] and batch.nnz > 0
+    assert learner.learn(batch).shape == (1,)
+
+
+@pytest.mark.parametrize(
+    ("d", "field"),
+    [
+        ([1, 2], None),
+        ({"algorithm": "pa1", "lr": 1}, "lr"),
+        ({"algorithm": "nope"}, "algorithm"),
+        ({"algorithm": 3}, "algorithm"),
+        ({"algorithm": "pa1", "params": {"C": 0}}, "params.C"),
+        ({"algorithm": "pa1", "params": {"gamma": 1}}, "params.gamma"),
+        ({"algorithm": "pa1", "params": {"C": [1]}}, "params.C"),
+        ({"algorithm": "pa1", "params": [1]}, "params"),
+        ({"algorithm": "pa1", "bits": 0}, "bits"),
+        ({"algorithm": "pa1", "bits": 29}, "bits"),
+        ({"algorithm": "pa1", "bits": "18"}, "bits"),
+        ({"algorithm": "pa1", "bits": 10, "dim": 1000}, "dim"),
+        ({"algorithm": "pa1", "dim": 1000}, "dim"),
+        ({"algorithm": "pa1", "hashing": False}, "dim"),
+        ({"algorithm": "pa1", "hashing": False, "dim": 0}, "dim"),
+        ({"algorithm": "pa1", "hashing": False, "dim": 10, "bits": 3}, "bits"),
+        ({"algorithm": "pa1", "hashing": "no"}, "hashing"),
+        ({"algorithm": "pa1", "classes": ["a"]}, "classes"),
+        ({"algorithm": "pa1", "classes": ["a", "a"]}, "classes"),
+        ({"algorithm": "pa1", "classes": [True, False]}, "classes"),
+        ({"algorithm": "pa1", "classes": [1.5, 2.5]}, "classes"),
+        ({"algorithm": "pa1", "classes": "ab"}, "classes"),
+        ({"algorithm": "pa1", "classes": ["a", "b"], "positive": "c"}, "positive"),
+        ({"algorithm": "perceptron", "classes": ["a", "b", "c"], "positive": "a"}, "positive"),
+        ({"algorithm": "pa1", "text": {"word_ngrams": [2, 1]}}, "text.word_ngrams"),
+        ({"algorithm": "pa1", "text": {"char_ngrams": [0, 4]}}, "text.char_ngrams"),
+        ({"algorithm": "pa1", "text": {"char_ngrams": "4"}}, "text.char_ngrams"),
+        ({"algorithm": "pa1", "text": {"stem": True}}, "text.stem"),
+        ({"algorithm": "pa1", "text": {"word_ngrams": None}}, "text"),
+        ({"algorithm": "pa1", "text": {"binary": 1}}, "text.binary"),
+        ({"algorithm": "pa1", "text": "words"}, "text"),
+        ({"algorithm": "pa1", "hashing": False, "dim": 8, "text": {}}, "text"),
+        ({"algorithm": "pa1", "quadratic": [["a"]]}, "quadratic"),
+        ({"algorithm": "pa1", "quadratic": [["a:b", "c"]]}, "quadratic"),
+        ({"algorithm": "pa1", "normalize": "yes"}, "normalize"),
+        ({"preset": "ham"}, "preset"),
+    ],
+)
+def test_invalid_specs_name_the_field(d: Any, field: str | None) -> None:
+    with pytest.raises(InvalidSpec) as e:
+        ModelSpec.from_dict(d)
+    assert e.value.field == field
+    assert e.value.message
+
+
+def test_text_spec_defaults() -> None:
+    t = TextSpec.from_dict({})
+    assert (t.word_ngrams, t.char_ngrams, t.binary, t.normalize) == ((1, 1), None, True, True)
