@@ -1,0 +1,160 @@
+"""Model specs (create, conflict, list, delete), commits' side effects, metrics, heartbeats."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from service.errors import InvalidSpec, ModelNotFound, SpecConflict
+from service.learning.features import Batch
+from service.settings import Settings
+from service.store import DeadLetter, Store
+
+SPEC = {"algorithm": "perceptron", "dim": 8, "params": {"a": 1, "b": [1, 2]}}
+
+
+@pytest.fixture
+async def store(settings: Settings) -> AsyncIterator[Store]:
+    st = Store.open(settings)
+    yield st
+    await st.close()
+
+
+def one() -> Batch:
+    return Batch.from_rows([([1], [1.0])], [1])
+
+
+async def test_create_get_and_conflict(store: Store) -> None:
+    assert await store.create_model("m", SPEC) is True
+    # the same spec (keys in another order) is not a change
+    assert (
+        await store.create_model(
+            "m", {"params": {"b": [1, 2], "a": 1}, "dim": 8, "algorithm": "perceptron"}
+        )
+        is False
+    )
+    with pytest.raises(SpecConflict) as info:
+        await store.create_model("m", {**SPEC, "dim": 16})
+    assert info.value.code == "spec_conflict"
+    assert await store.get_spec("m") == SPEC
+    info2 = await store.model_info("m")
+    assert info2["spec"] == SPEC and info2["created_at"] > 0
+    assert await store.exists("m") and not await store.exists("x")
+
+
+async def test_unknown_and_invalid_names(store: Store) -> None:
+    with pytest.raises(ModelNotFound):
+        await store.get_spec("x")
+    with pytest.raises(ModelNotFound):
+        await store.metrics("x")
+    with pytest.raises(InvalidSpec) as info:
+        await store.create_model("bad:name", SPEC)
+    assert info.value.field == "name"
+
+
+async def test_list_models(store: Store) -> None:
+    for m in ("b", "a", "c"):
+        await store.create_model(m, SPEC)
+    assert await store.list_models() == ["a", "b", "c"]
+
+
+async def test_delete_removes_every_key_and_fences_the_worker(store: Store) -> None:
+    await store.create_model("m", SPEC)
+    await store.create_model("keep", SPEC)
+    entry = (await store.append("m", one(), ["id1"])).entry_id
+    assert entry is not None
+    lease = await store.acquire("m", "w")
+    assert lease is not None
+    await store.commit(
+        lease,
+        expected_cursor="0-0",
+        cursor=entry,
+        state={"w": np.ones(2)},
+        counters={},
+        applied=1,
+        history=True,
+        serving={"W": np.ones(2)},
+        dead=[DeadLetter("1-1", "x", b"")],
+    )
+    await store.pin("m", 1)
+    await store.client.set(store.keys.prediction("m", "p1"), b"features", ex=60)
+    assert await store.delete_model("m") is True
+    assert await store.list_models() == ["keep"]
+    left = [k async for k in store.client.scan_iter(match=f"{store.settings.key_prefix}:{{m}}:*")]
+    assert left == [store.keys.epoch("m").encode()]  # kept on purpose: fencing survives
+    with pytest.raises(Exception) as info:
+        await store.commit(
+            lease, expected_cursor=entry, cursor=entry, state={}, counters={}, applied=0
+        )
+    assert type(info.value).__name__ == "LeaseLost"
+    assert await store.acquire("m", "w") is None  # no spec, no lease
+    assert await store.delete_model("m") is False
+    # re-created: a fresh model whose epochs continue (no token of the old life can match)
+    await store.create_model("m", SPEC)
+    again = await store.acquire("m", "w")
+    assert again is not None and again.epoch > lease.epoch
+    assert (await store.metrics("m")).appended == 0
+
+
+async def test_commit_writes_counters_dead_letters_and_history(store: Store) -> None:
+    await store.create_model("m", SPEC)
+    e1 = (await store.append("m", one())).entry_id
+    e2 = (await store.append("m", one())).entry_id
+    assert e1 and e2
+    lease = await store.acquire("m", "w")
+    assert lease is not None
+    result = await store.commit(
+        lease,
+        expected_cursor="0-0",
+        cursor=e2,
+        state={"w": np.arange(3.0), "t": 4},
+        counters={"examples_seen": 1, "mistakes": 1, "updates": 1, "max_norm": 1.0},
+        applied=2,
+        dead=[DeadLetter(e1, "DecodeError: bad", b"\x09payload")],
+        history=True,
+    )
+    assert result.version is None and result.time > 0
+    state = await store.load_state("m")
+    assert state.cursor == e2 and state.applied == 2 and state.mistakes == 1
+    assert (
+        state.state is not None
+        and state.state["w"].tolist() == [0.0, 1.0, 2.0]
+        and state.state["t"] == 4
+    )
+    dead = await store.dead_letters("m")
+    assert [(d["entry"], d["reason"], d["bytes"]) for d in dead] == [(e1, "DecodeError: bad", 8)]
+    payload = (await store.client.xrange(store.keys.dead("m")))[0][1][b"payload"]
+    assert payload == b"\x09payload"
+    assert [
+        (p["examples_seen"], p["mistakes"], p["updates"]) for p in await store.history("m")
+    ] == [(1, 1, 1)]
+    m = await store.metrics("m")
+    assert (m.examples_seen, m.mistakes, m.updates, m.lag, m.version) == (1, 1, 1, 0, None)
+    assert m.last_update == result.time
+    assert m.as_dict()["applied"] == 2
+
+
+async def test_metrics_lag(store: Store) -> None:
+    await store.create_model("m", SPEC)
+    m0 = await store.metrics("m")
+    assert (m0.examples_seen, m0.lag, m0.version, m0.last_update) == (0, 0, None, None)
+    await store.append_many("m", [(one(), None), (Batch.concat([one(), one()]), None)])
+    assert (await store.metrics("m")).lag == 3
+
+
+async def test_heartbeats(store: Store) -> None:
+    await store.heartbeat("w1", ["b", "a"], pid=12, host="h")
+    await store.heartbeat("w2", [])
+    workers = await store.workers()
+    assert [(w.worker_id, w.models, w.pid, w.host) for w in workers] == [
+        ("w1", ["a", "b"], 12, "h"),
+        ("w2", [], None, None),
+    ]
+    await store.forget_worker("w1")
+    assert [w.worker_id for w in await store.workers()] == ["w2"]
+    # an old heartbeat is not alive
+    await store.client.hset(store.keys.workers(), "w3", b'{"models": [], "ts": 1}')
+    assert [w.worker_id for w in await store.workers()] == ["w2"]
+    assert await store.client.hexists(store.keys.workers(), "w3") is False  # pruned
