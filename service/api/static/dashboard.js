@@ -139,6 +139,13 @@
     return 10 * p;
   }
 
+  // Ticks 0, step, 2·step, … covering v, with step a 1/2/2.5/5 × 10^k: round labels.
+  function niceTicks(v, count) {
+    const step = niceMax((v > 0 ? v : 1) / count);
+    const n = Math.max(1, Math.ceil((v > 0 ? v : 1) / step - 1e-9));
+    return Array.from({ length: n + 1 }, (_, i) => i * step);
+  }
+
   function shortNum(v) {
     if (Math.abs(v) >= 1e6) return (v / 1e6).toFixed(v % 1e6 ? 1 : 0) + "M";
     if (Math.abs(v) >= 1e3) return (v / 1e3).toFixed(v % 1e3 ? 1 : 0) + "k";
@@ -158,22 +165,22 @@
         .textContent = opts.empty || "waiting for data…";
       return;
     }
-    const xmin = Math.min(...all.map((p) => p[0])), xmax = Math.max(...all.map((p) => p[0]));
-    const ymax = opts.ymax || niceMax(Math.max(...all.map((p) => p[1])));
-    const xr = niceMax(xmax - Math.min(0, xmin)) || 1;
-    const sx = (x) => m.l + ((x - Math.min(0, xmin)) / xr) * (W - m.l - m.r);
+    const xmax = Math.max(...all.map((p) => p[0]));
+    const yticks = niceTicks(opts.ymax || Math.max(...all.map((p) => p[1])), 4);
+    const xticks = niceTicks(xmax, 5);
+    const ymax = yticks[yticks.length - 1], xr = xticks[xticks.length - 1];
+    const sx = (x) => m.l + (x / xr) * (W - m.l - m.r);
     const sy = (y) => H - m.b - (y / ymax) * (H - m.t - m.b);
-    for (let i = 0; i <= 4; i++) {
-      const y = (ymax * i) / 4;
+    for (const y of yticks) {
       el("line", { x1: m.l, x2: W - m.r, y1: sy(y), y2: sy(y), class: "grid" }, svg);
       el("text", { x: m.l - 8, y: sy(y) + 4, "text-anchor": "end", class: "axis-label" }, svg)
         .textContent = opts.yfmt ? opts.yfmt(y) : shortNum(y);
     }
-    for (let i = 0; i <= 5; i++) {
-      const x = Math.min(0, xmin) + (xr * i) / 5;
-      el("text", { x: sx(x), y: H - 6, "text-anchor": i === 0 ? "start" : i === 5 ? "end" : "middle", class: "axis-label" }, svg)
+    xticks.forEach((x, i) => {
+      const anchor = i === 0 ? "start" : i === xticks.length - 1 ? "end" : "middle";
+      el("text", { x: sx(x), y: H - 6, "text-anchor": anchor, class: "axis-label" }, svg)
         .textContent = shortNum(x);
-    }
+    });
     for (const x of opts.marks || []) {
       el("line", { x1: sx(x), x2: sx(x), y1: m.t, y2: H - m.b, class: "drift-mark" }, svg);
     }
@@ -209,9 +216,11 @@
     const win = Math.max(100, niceMax(total / 20));
     $("rate-window").textContent = "mistakes per example over the last " + nf.format(win) + " examples";
     const rate = rollingRate(points, win);
-    const rmax = Math.min(1, niceMax(Math.max(0.01, ...rate.map((p) => p[1]))));
-    drawChart($("rate-chart"), [{ cls: "rate", points: rate, area: true }],
-      { marks, ymax: rmax, yfmt: (v) => (100 * v).toFixed(v * 100 < 10 ? 1 : 0) + "%" });
+    const rmax = Math.min(1, Math.max(0.01, ...rate.map((p) => p[1])));
+    drawChart($("rate-chart"), [{ cls: "rate", points: rate, area: true }], {
+      marks, ymax: rmax,
+      yfmt: (v) => +(100 * v).toFixed(1) + "%",
+    });
   }
 
   // ------------------------------------------------------------ rendering -------------------
@@ -374,6 +383,10 @@
     ]);
     state.last.__spec = { name, spec };
     state.last[name] = metrics;
+    const others = state.models.map(modelName).filter((n) => n !== name).slice(0, 12);
+    await Promise.all(others.map((n) => api("GET", modelPath(n, "metrics"))
+      .then((m) => { state.last[n] = m; }).catch(() => {})));
+    renderModels();
     renderMetrics(name, metrics, spec);
     renderCharts(historyPoints(history));
     renderVersions(name, versions, metrics);
