@@ -13,9 +13,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from service.settings import Settings
+from workers.trainer import Worker
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -39,21 +40,31 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
+def signal_handler(
+    worker: Worker, exit_now: Callable[[int], object] = os._exit
+) -> Callable[[int], None]:
+    """First signal: ``worker.stop()`` (commit in hand, release, exit 0). Second: exit now."""
+
+    def on_signal(signum: int) -> None:
+        if worker.stopping:
+            exit_now(128 + signum)
+            return
+        logging.getLogger("streamlearn.worker").info("signal %d: finishing", signum)
+        worker.stop()
+
+    return on_signal
+
+
 async def run_worker(settings: Settings, burst: bool = False, handle_signals: bool = True) -> int:
     """Run one worker until it stops; the process exit code."""
     from service.store import Store
-    from workers.trainer import Worker
 
     store = Store.open(settings)
     worker = Worker(settings, store)
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
 
-    def on_signal(signum: int) -> None:
-        if worker.stopping:
-            os._exit(128 + signum)  # second signal: now
-        logging.getLogger("streamlearn.worker").info("signal %d: finishing", signum)
-        worker.stop()
+    on_signal = signal_handler(worker)
 
     if handle_signals:
         for sig in signals:

@@ -1,8 +1,7 @@
 """Building a learner from a stored spec dict, and checking a batch before it is learned.
 
-The spec dict is what ``ModelSpec.to_dict()`` wrote. When ``service.learning.spec`` is
-available it builds the learner (presets and defaults applied); otherwise the registry is
-called directly with the spec's algorithm, dim, class count and params.
+The spec dict is what ``ModelSpec.to_dict()`` wrote; ``ModelSpec.from_dict`` re-validates it
+and builds the learner, so the worker and the API agree on every default.
 """
 
 from __future__ import annotations
@@ -12,26 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from service.errors import InvalidSpec
 from service.learning.features import Batch
+from service.learning.spec import ModelSpec
 
 
 def build_learner(spec: Mapping[str, Any]) -> Any:
-    """A fresh learner for ``spec`` (raises :class:`InvalidSpec` for a spec it cannot build)."""
-    try:
-        from service.learning.spec import ModelSpec
-    except ImportError:
-        ModelSpec = None  # until spec.py exists
-    if ModelSpec is not None:
-        return ModelSpec.from_dict(dict(spec)).build_learner()
-    from service.learning.registry import make_learner
-
-    try:
-        dim = int(spec["dim"]) if spec.get("dim") else 2 ** int(spec["bits"])
-        n_classes = len(spec.get("classes") or (0, 1))
-        return make_learner(str(spec["algorithm"]), dim, n_classes, dict(spec.get("params") or {}))
-    except (KeyError, TypeError, ValueError) as e:
-        raise InvalidSpec(f"cannot build a learner from the stored spec: {e}", field="spec") from e
+    """A fresh learner for a stored spec dict (:class:`InvalidSpec` if it cannot be built)."""
+    return ModelSpec.from_dict(dict(spec)).build_learner()
 
 
 def check_batch(batch: Batch, dim: int, n_classes: int) -> None:
