@@ -1,0 +1,145 @@
+"""What every multi-class learner shares: the weight layout, the compiled score helpers, and
+the served model.
+
+Layout: ``W`` of shape (K, dim), one row per class, and ``b`` of shape (K,), as the served
+:class:`~service.learning.linear.LinearModel` holds them; learners that keep ``W = scale·V``
+store ``V`` under the name ``W`` and report ``scale`` through :meth:`_served_t`, so
+:meth:`MulticlassLearner.decision` reads the state without forming the served matrix.
+
+Conventions, shared by every multi-class algorithm:
+
+- the predicted class is the argmax of ``s = W·x + b`` (ties go to the lowest index, as
+  ``numpy.argmax``); a *mistake* is a served prediction different from the label;
+- the *offending* class ``r`` is the highest-scoring wrong class (ties: lowest index);
+- updates move the true row up and the offending row down (Crammer & Singer 2003), the bias
+  beside the weights, left out of ‖x‖² (as the binary perceptron and PA family do).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from numba import njit
+
+from service.learning.features import Batch
+from service.learning.linear import Learner, _as_csr, _check_indices
+
+
+@njit(cache=True, nogil=True, inline="always")
+def row_scores(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    i: int,
+    W: np.ndarray,
+    b: np.ndarray,
+    scale: float,
+    s: np.ndarray,
+) -> float:
+    """Fill ``s`` with ``scale·(W @ x_i) + b`` and return ‖x_i‖²."""
+    K = W.shape[0]
+    for r in range(K):
+        s[r] = 0.0
+    sq = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        j = indices[k]
+        v = data[k]
+        sq += v * v
+        for r in range(K):
+            s[r] += W[r, j] * v
+    for r in range(K):
+        s[r] = s[r] * scale + b[r]
+    return sq
+
+
+@njit(cache=True, nogil=True, inline="always")
+def argmax(s: np.ndarray) -> int:
+    """Index of the largest score; ties go to the lowest index (as ``numpy.argmax``)."""
+    best = 0
+    for r in range(1, s.shape[0]):
+        if s[r] > s[best]:
+            best = r
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def top_wrong(s: np.ndarray, y: int) -> int:
+    """The highest-scoring class other than ``y`` (ties: lowest index)."""
+    best = -1
+    for r in range(s.shape[0]):
+        if r != y and (best < 0 or s[r] > s[best]):
+            best = r
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def add_row(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    i: int,
+    W: np.ndarray,
+    r: int,
+    step: float,
+) -> None:
+    """``W[r] += step·x_i``."""
+    for k in range(indptr[i], indptr[i + 1]):
+        W[r, indices[k]] += step * data[k]
+
+
+@njit(cache=True, nogil=True)
+def margins_t(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    W: np.ndarray,
+    b: np.ndarray,
+    scale: float,
+) -> np.ndarray:
+    """``S[i] = scale·(W @ x_i) + b`` for every row: shape (n, K)."""
+    n = indptr.shape[0] - 1
+    K = W.shape[0]
+    out = np.empty((n, K), dtype=np.float64)
+    for i in range(n):
+        row_scores(indptr, indices, data, i, W, b, scale, out[i])
+    return out
+
+
+class MulticlassLearner(Learner):
+    """Base of the multi-class learners: ``W`` (K, dim) and ``b`` (K,)."""
+
+    multiclass: ClassVar[bool] = True
+    link: ClassVar[str] = "softmax"
+    _arrays: ClassVar[tuple[str, ...]] = ("W", "b")
+    W: np.ndarray
+    b: np.ndarray
+
+    def _init_arrays(self) -> dict[str, np.ndarray]:
+        K = self.n_classes
+        return {
+            key: np.zeros((K, self.dim) if key[0].isupper() else K, dtype=np.float64)
+            for key in self._arrays
+        }
+
+    def _scale(self) -> float:
+        """The factor the stored weights are multiplied by (1 unless a subclass scales)."""
+        return 1.0
+
+    def _served_t(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """Served ``(W, b, scale)``: the served margins are ``scale·(W @ x) + b``."""
+        return self.W, self.b, self._scale()
+
+    def _served(self) -> tuple[np.ndarray, np.ndarray]:
+        W, b, scale = self._served_t()
+        return W * scale, b
+
+    def decision(self, batch: Batch) -> np.ndarray:
+        """Served margins (n, K), read from the transposed weights without copying them."""
+        _check_indices(batch, self.dim)
+        indptr, indices, data = _as_csr(batch)
+        W, b, scale = self._served_t()
+        return margins_t(indptr, indices, data, W, np.ascontiguousarray(b), float(scale))
+
+
+__all__ = ["MulticlassLearner", "add_row", "argmax", "margins_t", "row_scores", "top_wrong"]
