@@ -1,0 +1,100 @@
+"""The FastAPI application: ``create_app(settings)``; nothing connects at import time.
+
+The lifespan owns the Redis client, the :class:`Store`, the in-memory model cache and its two
+background tasks (the events listener and the periodic head check). ``create_app_from_env``
+is the factory uvicorn calls in each worker process (``streamlearn api --workers N``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from service.api import errors
+from service.api.auth import Authenticator, parse_keys, warn_if_open
+from service.api.backend import Backend
+from service.api.cache import ModelCache
+from service.api.deps import AppState
+from service.api.limits import BodyLimit
+from service.api.prom import LatencyMiddleware, Metrics
+from service.api.responses import FastJSON
+from service.api.routes import examples, feedback, health, models, monitor, predict, versions
+from service.settings import Settings
+
+log = logging.getLogger("streamlearn.api")
+
+DESCRIPTION = """Streaming online learning: post labeled examples, get predictions from the
+newest weights, watch mistakes. See docs/api.md for every endpoint, error and limit."""
+
+
+def _lifespan(state: AppState):  # type: ignore[no-untyped-def]
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from service.store import Keys, Store, connect
+
+        settings = state.settings
+        client = connect(settings)
+        store = Store(client, Keys(settings.key_prefix), settings)
+        state.backend = Backend(store, settings)
+        state.cache = ModelCache(
+            state.backend, default_ttl=settings.feedback_ttl_s, check_s=settings.cache_check_s
+        )
+        state.drift = {}
+        warn_if_open(state.auth)
+        tasks = [
+            asyncio.create_task(state.cache.listen(), name="sl-events"),
+            asyncio.create_task(state.cache.check(), name="sl-cache-check"),
+        ]
+        try:
+            yield
+        finally:
+            state.cache.stopping.set()
+            _, pending = await asyncio.wait(tasks, timeout=3.0)
+            for t in pending:
+                t.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(state.backend.close(), 3.0)
+
+    return lifespan
+
+
+def _include_dashboard(app: FastAPI) -> None:
+    """``GET /`` is the dashboard's own tiny router (issue 5), when it is installed."""
+    try:
+        module = importlib.import_module("service.api.routes.dashboard")
+    except ModuleNotFoundError:
+        return
+    app.include_router(module.router)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app for ``settings`` (defaults from the environment when None)."""
+    settings = settings or Settings()
+    state = AppState(
+        settings=settings, auth=Authenticator(parse_keys(settings.api_keys)), metrics=Metrics()
+    )
+    app = FastAPI(
+        title="streamlearn",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=_lifespan(state),
+        default_response_class=FastJSON,
+    )
+    app.state.sl = state
+    errors.install(app)
+    for module in (models, examples, predict, feedback, monitor, versions, health):
+        app.include_router(module.router)
+    _include_dashboard(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(LatencyMiddleware, metrics=state.metrics)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for uvicorn (``factory=True``): settings from ``STREAMLEARN_*``."""
+    return create_app(Settings())

@@ -1,0 +1,201 @@
+"""The API's view of the store: every call the routes and the cache make, in one place.
+
+The routes speak in the API's terms (a ``ModelSpec``, a ``LinearModel``, plain dicts ready for
+JSON); this adapter translates to :class:`service.store.Store`, so a change of the store's
+signatures touches one file. It never imports redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from service.api.specs import spec_from_dict
+from service.errors import ModelNotFound, SpecConflict
+from service.learning.features import Batch
+from service.learning.linear import LinearModel
+from service.store import feedback as kept
+
+HISTORY_ALL = 100_000
+
+
+def _model(serving: dict[str, Any]) -> LinearModel:
+    return LinearModel.from_state(serving)
+
+
+class Backend:
+    def __init__(self, store: Any, settings: Any) -> None:
+        self.store = store
+        self.settings = settings
+        self.keys = store.keys
+        self.client = store.client
+
+    # --- models -----------------------------------------------------------------------------
+    async def create_model(self, m: str, spec: Any, ttl: int | None) -> bool:
+        """Create ``m``; False when it exists with the same spec (and TTL), 409 otherwise."""
+        created = bool(await self.store.create_model(m, spec.to_dict()))
+        if created:
+            if ttl is not None:
+                await kept.set_ttl(self.client, self.keys, m, ttl)
+            return True
+        current = await kept.get_ttl(self.client, self.keys, m)
+        if ttl is not None and ttl != (current or self.settings.feedback_ttl_s):
+            raise SpecConflict(
+                f"model {m!r} exists with feedback_ttl={current or self.settings.feedback_ttl_s}, "
+                f"not {ttl}",
+                field="feedback_ttl",
+            )
+        return False
+
+    async def spec(self, m: str) -> tuple[Any, int | None]:
+        spec = spec_from_dict(await self.store.get_spec(m))
+        return spec, await kept.get_ttl(self.client, self.keys, m)
+
+    async def describe(self, m: str) -> dict[str, Any]:
+        spec, ttl = await self.spec(m)
+        return {
+            "name": m,
+            "spec": spec.to_dict(),
+            "feedback_ttl": ttl or self.settings.feedback_ttl_s,
+            "version": await self.head(m),
+        }
+
+    async def list_models(self) -> list[str]:
+        return list(await self.store.list_models())
+
+    async def delete_model(self, m: str) -> None:
+        existed = await self.store.delete_model(m)
+        if existed is False:
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+
+    # --- examples and feedback ---------------------------------------------------------------
+    async def append(self, m: str, batch: Batch, ids: Sequence[str | None]) -> None:
+        has_ids = any(i is not None for i in ids)
+        await self.store.append(m, batch, list(ids) if has_ids else None)
+
+    async def keep(self, m: str, pids: Sequence[str], batch: Batch, ttl: int) -> None:
+        await kept.keep(self.client, self.keys, m, pids, batch, ttl)
+
+    async def take(self, m: str, pid: str) -> Batch:
+        return await kept.take(self.client, self.keys, m, pid)
+
+    # --- versions ----------------------------------------------------------------------------
+    async def head(self, m: str) -> int:
+        """The head version (0 before the first); ModelNotFound for an unknown model."""
+        h = await self.store.head(m)
+        if h is None:
+            if not await self.exists(m):
+                raise ModelNotFound(f"model {m!r} does not exist", field="model")
+            return 0
+        return int(h)
+
+    async def exists(self, m: str) -> bool:
+        return bool(await self.store.exists(m))
+
+    async def serving(self, m: str, n: int) -> LinearModel:
+        return _model((await self.store.get_version(m, n)).serving)
+
+    async def versions(self, m: str) -> tuple[int, list[dict[str, Any]]]:
+        infos = await self.store.list_versions(m)
+        if not infos:
+            await self.head(m)  # 404 for an unknown model
+        rows = [self._meta(i.as_dict()) for i in reversed(infos)]
+        head = next((r["version"] for r in rows if r["head"]), 0)
+        return head, rows
+
+    @staticmethod
+    def _meta(d: dict[str, Any]) -> dict[str, Any]:
+        out = dict(d)
+        out["version"] = out.pop("number")
+        out["time"] = out["time"] / 1000.0
+        return out
+
+    async def version(self, m: str, n: int) -> tuple[dict[str, Any], LinearModel]:
+        if not await self.exists(m):
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+        v = await self.store.get_version(m, n)
+        return self._meta(v.info.as_dict()), _model(v.serving)
+
+    async def pin(self, m: str, n: int) -> None:
+        await self._require(m)
+        await self.store.pin(m, n)
+
+    async def unpin(self, m: str) -> None:
+        await self._require(m)
+        await self.store.unpin(m)
+
+    async def rollback(self, m: str, n: int) -> int:
+        return int(await self.store.rollback(m, n))
+
+    async def _require(self, m: str) -> None:
+        if not await self.exists(m):
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+
+    # --- monitoring --------------------------------------------------------------------------
+    async def metrics(self, m: str) -> dict[str, Any]:
+        row = (await self.store.metrics(m)).as_dict()
+        last = row.get("last_update")
+        if isinstance(last, int | float) and last > 1e11:  # ms → s
+            row["last_update"] = last / 1000.0
+        row.setdefault("version", 0)
+        if row["version"] is None:
+            row["version"] = 0
+        return row
+
+    async def history_tail(self, m: str, count: int) -> list[dict[str, Any]]:
+        """The newest ``count`` points, oldest first, times in seconds."""
+        await self._require(m)
+        points = await self.store.history(m, count=count)
+        for p in points:
+            p["time"] = p["time"] / 1000.0
+        return points
+
+    async def history(self, m: str, after: Any, count: int) -> list[tuple[Any, dict[str, Any]]]:
+        """Points after the marker ``after`` (the last point fed), with their markers."""
+        points = await self.history_tail(m, HISTORY_ALL)
+        marked = [((p["examples_seen"], p["mistakes"], p["updates"], p["time"]), p) for p in points]
+        if after is not None:
+            idx = next((i for i, (k, _) in enumerate(marked) if k == after), None)
+            marked = marked[idx + 1 :] if idx is not None else marked
+        return marked[:count]
+
+    async def ping(self) -> bool:
+        return bool(await self.store.ping())
+
+    async def alive_workers(self) -> int:
+        return len(await self.store.workers())
+
+    # --- events ------------------------------------------------------------------------------
+    async def events(self, stop: asyncio.Event) -> AsyncIterator[str]:
+        """Model names as their events channel announces a change (one subscription)."""
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        pattern = self.keys.events("x").replace("{x}", "{*}")
+        try:
+            await pubsub.psubscribe(pattern)
+            while not stop.is_set():
+                msg = await pubsub.get_message(timeout=0.25)
+                if msg is None:
+                    continue
+                channel = msg.get("channel")
+                name = channel.decode() if isinstance(channel, bytes) else str(channel)
+                start, end = name.find("{"), name.rfind("}")
+                if start >= 0 and end > start:
+                    yield name[start + 1 : end]
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pubsub.aclose(), 1.0)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+
+def now() -> float:
+    return time.time()
+
+
+__all__ = ["Backend", "np"]

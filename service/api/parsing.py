@@ -1,0 +1,234 @@
+"""Request bodies → lists of example mappings, fast.
+
+orjson parses JSON and NDJSON; svmlight is split by hand. No pydantic object is built per
+example: the featurizer validates the whole batch at once (vectorised) and names the field and
+index at fault. Here we only check the *shape* (objects, ids, batch size) and say where it is
+wrong.
+
+Content types (the ``format`` query parameter overrides them when the type is ``text/plain``
+or ``application/octet-stream``):
+
+- ``application/json`` (or none): one example object, ``{"examples": [...]}`` or a list;
+- ``application/x-ndjson`` (also ``application/ndjson``, ``application/jsonl``): one example
+  per line;
+- ``text/x-svmlight`` (or ``text/plain`` + ``?format=svmlight``): ``LABEL idx:val ...`` per line,
+  ``#`` comments ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from service.errors import InvalidExample, MalformedBody, PayloadTooLarge, UnsupportedMediaType
+
+JSON_TYPES = frozenset({"application/json", ""})
+NDJSON_TYPES = frozenset({"application/x-ndjson", "application/ndjson", "application/jsonl"})
+SVMLIGHT_TYPES = frozenset({"text/x-svmlight", "application/x-svmlight"})
+GENERIC_TYPES = frozenset({"text/plain", "application/octet-stream"})
+FORMATS = ("json", "ndjson", "svmlight")
+MAX_ID_CHARS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """The examples of a body and their idempotency ids (``None`` where absent)."""
+
+    examples: list[Mapping[str, Any]]
+    ids: list[str | None]
+    single: bool  # the body was one example object (the answer is shaped the same)
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def body_format(content_type: str | None, fmt: str | None) -> str:
+    """Which parser a body needs, or 415."""
+    mt = media_type(content_type)
+    if fmt is not None and fmt not in FORMATS:
+        raise UnsupportedMediaType(
+            f"format must be one of {list(FORMATS)}, got {fmt!r}", field="format"
+        )
+    if mt in GENERIC_TYPES:
+        if fmt is None:
+            raise UnsupportedMediaType(
+                f"content type {mt!r} needs ?format=json|ndjson|svmlight", field="content-type"
+            )
+        return fmt
+    if mt in JSON_TYPES or mt.endswith("+json"):
+        kind = "json"
+    elif mt in NDJSON_TYPES:
+        kind = "ndjson"
+    elif mt in SVMLIGHT_TYPES:
+        kind = "svmlight"
+    else:
+        raise UnsupportedMediaType(
+            f"content type {mt!r} is not supported: use application/json, "
+            "application/x-ndjson or text/x-svmlight",
+            field="content-type",
+        )
+    if fmt is not None and fmt != kind:
+        raise UnsupportedMediaType(
+            f"format={fmt!r} contradicts the content type {mt!r}", field="format"
+        )
+    return kind
+
+
+def _loads(raw: bytes | str, where: str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBody(f"{where} is not valid JSON: {exc}", field="body") from exc
+
+
+def parse_json(raw: bytes) -> tuple[list[Any], bool]:
+    if not raw.strip():
+        raise MalformedBody("the body is empty", field="body")
+    doc = _loads(raw, "the body")
+    if isinstance(doc, list):
+        return doc, False
+    if isinstance(doc, dict):
+        if "examples" in doc:
+            examples = doc["examples"]
+            if not isinstance(examples, list):
+                raise InvalidExample(
+                    f"examples must be a list, got {type(examples).__name__}", field="examples"
+                )
+            extra = set(doc) - {"examples"}
+            if extra:
+                raise InvalidExample(
+                    f"unknown key {sorted(extra)[0]!r} beside examples", field=sorted(extra)[0]
+                )
+            return examples, False
+        return [doc], True
+    raise InvalidExample(
+        f'the body must be an example object, {{"examples": [...]}} or a list, got {type(doc).__name__}',
+        field="body",
+    )
+
+
+def parse_ndjson(raw: bytes) -> list[Any]:
+    out: list[Any] = []
+    for lineno, line in enumerate(raw.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            out.append(orjson.loads(line))
+        except orjson.JSONDecodeError as exc:
+            raise MalformedBody(
+                f"line {lineno + 1} (example {len(out)}) is not valid JSON: {exc}",
+                field="body",
+                index=len(out),
+            ) from exc
+    return out
+
+
+def _number(text: str) -> int | float | str:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def parse_svmlight(raw: bytes) -> list[Any]:
+    """``LABEL idx:val idx:val ...``; indices become feature names (strings) as given."""
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise MalformedBody("svmlight body is not UTF-8", field="body") from exc
+    out: list[Any] = []
+    for lineno, line in enumerate(text.splitlines()):
+        content = line.split("#", 1)[0].split()
+        if not content:
+            continue
+        i = len(out)
+        features: dict[str, float] = {}
+        for tok in content[1:]:
+            name, sep, value = tok.rpartition(":")
+            if not sep or not name:
+                raise MalformedBody(
+                    f"line {lineno + 1}: token {tok[:40]!r} is not idx:value",
+                    field="features",
+                    index=i,
+                )
+            if name == "qid":
+                continue
+            try:
+                features[name] = float(value)
+            except ValueError as exc:
+                raise InvalidExample(
+                    f"line {lineno + 1}: value {value[:40]!r} of feature {name[:40]!r} is not a number",
+                    field=f"features.{name[:40]}",
+                    index=i,
+                ) from exc
+        out.append({"label": _number(content[0]), "features": features})
+    return out
+
+
+def parse_examples(
+    raw: bytes,
+    kind: str,
+    *,
+    max_batch: int,
+    max_text_chars: int = 1_000_000,
+    max_features: int = 100_000,
+) -> Parsed:
+    """Parse a body of the given kind; check each item is an object, its ``id`` and sizes."""
+    single = False
+    if kind == "json":
+        items, single = parse_json(raw)
+    elif kind == "ndjson":
+        items = parse_ndjson(raw)
+    else:
+        items = parse_svmlight(raw)
+    if not items:
+        raise InvalidExample("no examples in the body", field="examples")
+    if len(items) > max_batch:
+        raise PayloadTooLarge(
+            f"{len(items)} examples in one request, more than max_batch={max_batch}",
+            field="examples",
+        )
+    ids: list[str | None] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidExample(
+                f"example {i} must be an object, got {type(item).__name__}",
+                field="examples",
+                index=i,
+            )
+        text = item.get("text")
+        if isinstance(text, str) and len(text) > max_text_chars:
+            raise PayloadTooLarge(
+                f"text of example {i} has {len(text)} characters, more than max_text_chars={max_text_chars}",
+                field="text",
+                index=i,
+            )
+        feats = item.get("features")
+        if isinstance(feats, dict) and len(feats) > max_features:
+            raise InvalidExample(
+                f"example {i} has {len(feats)} features, more than max_features={max_features}",
+                field="features",
+                index=i,
+            )
+        ident = item.get("id")
+        if ident is None:
+            ids.append(None)
+        elif isinstance(ident, str) and 0 < len(ident) <= MAX_ID_CHARS:
+            ids.append(ident)
+        elif isinstance(ident, int) and not isinstance(ident, bool):
+            ids.append(str(ident))
+        else:
+            raise InvalidExample(
+                f"id must be a non-empty string of at most {MAX_ID_CHARS} chars or an integer, "
+                f"got {str(ident)[:40]!r}",
+                field="id",
+                index=i,
+            )
+    return Parsed(items, ids, single)

@@ -1,0 +1,119 @@
+"""Monitoring: a model's metrics and history (with drift), and the Prometheus exposition."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from service.api.backend import Backend
+from service.api.deps import BackendDep, Read, StateDep
+from service.api.drift import DriftTracker
+from service.api.responses import FastJSON
+from service.api.routes.models import ERRORS, ModelName
+from service.api.schemas import History, ModelMetrics
+from service.errors import ModelNotFound
+
+router = APIRouter(tags=["monitor"])
+
+ROLLING_POINTS = 10  # the rolling mistake rate spans the last 10 history intervals
+
+
+async def update_drift(m: str, backend: Backend, trackers: dict[str, DriftTracker]) -> DriftTracker:
+    """Feed the model's ADWIN with the history points it has not seen yet."""
+    tracker = trackers.get(m)
+    if tracker is None:
+        tracker = trackers[m] = DriftTracker()
+    while True:
+        points = await backend.history(m, after=tracker.last_id, count=1000)
+        for pid, p in points:
+            tracker.feed(int(p["examples_seen"]), int(p["mistakes"]), float(p["time"]))
+            tracker.last_id = pid
+        if len(points) < 1000:
+            return tracker
+
+
+def rolling_rate(points: list[dict[str, Any]], seen: int, mistakes: int) -> float | None:
+    if not points:
+        return None
+    first = points[0]
+    d = seen - int(first["examples_seen"])
+    if d <= 0:
+        return None
+    return max(0.0, (mistakes - int(first["mistakes"])) / d)
+
+
+@router.get(
+    "/models/{m}/metrics",
+    response_model=ModelMetrics,
+    responses=ERRORS,
+    dependencies=[Read],
+    tags=["models"],
+)
+async def model_metrics(m: ModelName, state: StateDep, backend: BackendDep) -> FastJSON:
+    """Examples seen, mistakes, updates, rates, version, lag, last update and drift."""
+    row = await backend.metrics(m)
+    assert state.drift is not None
+    tracker = await update_drift(m, backend, state.drift)
+    recent = await backend.history_tail(m, ROLLING_POINTS + 1)
+    seen, mistakes = int(row["examples_seen"]), int(row["mistakes"])
+    return FastJSON(
+        {
+            "examples_seen": seen,
+            "mistakes": mistakes,
+            "updates": int(row["updates"]),
+            "mistake_rate": mistakes / seen if seen else 0.0,
+            "rolling_mistake_rate": rolling_rate(recent, seen, mistakes),
+            "version": int(row["version"]),
+            "lag": int(row["lag"]),
+            "last_update": row.get("last_update"),
+            "drift": tracker.summary(),
+        }
+    )
+
+
+@router.get(
+    "/models/{m}/history",
+    response_model=History,
+    responses=ERRORS,
+    dependencies=[Read],
+    tags=["models"],
+)
+async def model_history(
+    m: ModelName,
+    state: StateDep,
+    backend: BackendDep,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> FastJSON:
+    """The newest ``limit`` points (examples_seen, mistakes, updates, time, drift) for a chart."""
+    assert state.drift is not None
+    tracker = await update_drift(m, backend, state.drift)
+    points = await backend.history_tail(m, limit)
+    for p in points:
+        p["drift"] = tracker.is_detection(int(p["examples_seen"]))
+    return FastJSON({"points": points})
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}}, **ERRORS},
+    dependencies=[Read],
+)
+async def prometheus(state: StateDep, backend: BackendDep) -> Response:
+    """Prometheus exposition: per-model counters, lag, version; request latency histograms."""
+    names = await backend.list_models()
+
+    async def one(m: str) -> tuple[str, dict[str, Any]] | None:
+        try:
+            return m, await backend.metrics(m)
+        except ModelNotFound:
+            return None
+
+    rows = [r for r in await asyncio.gather(*(one(m) for m in names)) if r is not None]
+    state.metrics.set_models(rows)
+    return Response(
+        state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8"
+    )

@@ -1,0 +1,40 @@
+"""Framework errors answer the same JSON error shape as domain errors."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.api.conftest import assert_error
+
+
+async def test_unmatched_route_is_json_404(mem_api: httpx.AsyncClient) -> None:
+    assert_error(await mem_api.get("/nope"), 404, "not_found", "/nope")
+
+
+async def test_wrong_method_is_json_405(mem_api: httpx.AsyncClient) -> None:
+    assert_error(await mem_api.patch("/models/m"), 405, "method_not_allowed", "PATCH")
+
+
+async def test_request_validation_is_json_422_naming_the_field(mem_api: httpx.AsyncClient) -> None:
+    err = assert_error(await mem_api.get("/models/m/versions/abc"), 422, "invalid_request", "n")
+    assert err["field"] == "path.n"
+
+
+async def test_malformed_small_json_body_is_400(mem_api: httpx.AsyncClient) -> None:
+    resp = await mem_api.post(
+        "/models/m/rollback", content=b"{nope", headers={"content-type": "application/json"}
+    )
+    assert_error(resp, 400, "malformed_body")
+
+
+async def test_healthz(mem_api: httpx.AsyncClient) -> None:
+    resp = await mem_api.get("/healthz")
+    assert resp.status_code == 200 and resp.json() == {"status": "ok"}
+
+
+async def test_oversize_body_is_413_before_parsing(mem_api: httpx.AsyncClient) -> None:
+    from service.api.app import create_app  # noqa: F401  (the app under test has the default)
+
+    big = b"x" * (32 * 1024 * 1024 + 1)
+    resp = await mem_api.post("/models/m/examples", content=big)
+    assert_error(resp, 413, "payload_too_large", "max_body_bytes")
