@@ -197,3 +197,102 @@ def worker_env(settings: Any, **overrides: Any) -> dict[str, str]:
         )
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def model_spec(algorithm: str, dim: int, **params: Any) -> dict[str, Any]:
+    """A stored spec dict (``ModelSpec.to_dict()``) for an un-hashed binary model."""
+    from service.learning.spec import ModelSpec
+
+    return ModelSpec.from_dict(
+        {"algorithm": algorithm, "params": params, "dim": dim, "hashing": False}
+    ).to_dict()
+
+
+@dataclass
+class Reference:
+    """One uninterrupted in-process run over a model's entries, in stream order.
+
+    ``counters[entry_id]`` are (examples_seen, mistakes, updates) right after that entry, so
+    any committed state can be checked against the true prefix it claims to be;
+    ``snapshots[entry_id]`` the full learner state there, for the ids asked for.
+    """
+
+    state: dict[str, Any]
+    serving: dict[str, Any]
+    counters: dict[str, tuple[int, int, int]]
+    snapshots: dict[str, dict[str, Any]]
+
+
+def reference_run(
+    spec: Mapping[str, Any],
+    entries: Sequence[tuple[str, Batch]],
+    snapshot_at: Iterable[str] = (),
+) -> Reference:
+    """Learn ``entries`` ((entry id, batch), in order) with a fresh learner of ``spec``."""
+    from service.learning.registry import make_learner
+
+    wanted = set(snapshot_at)
+    n_classes = len(spec.get("classes") or (0, 1))
+    learner = make_learner(spec["algorithm"], spec["dim"], n_classes, dict(spec.get("params", {})))
+    counters: dict[str, tuple[int, int, int]] = {"0-0": (0, 0, 0)}
+    snapshots: dict[str, dict[str, Any]] = {}
+    for entry_id, batch in entries:
+        learner.learn(batch)
+        c = learner.counters()
+        counters[entry_id] = (int(c["examples_seen"]), int(c["mistakes"]), int(c["updates"]))
+        if entry_id in wanted:
+            snapshots[entry_id] = dict(learner.get_state())
+    return Reference(
+        dict(learner.get_state()), dict(learner.serving().get_state()), counters, snapshots
+    )
+
+
+@dataclass
+class CommitWatcher:
+    """Samples each model's committed (cursor, counters) as fast as it can while workers are
+    being killed; :meth:`violations` then checks every sample against the reference run: the
+    counters must be those of the true prefix ending at the cursor, and a cursor never moves
+    backwards. A commit that landed twice, out of order, or from a writer whose state was not
+    the committed one shows up as a sample that matches no prefix."""
+
+    client: Any  # redis.asyncio.Redis
+    state_keys: dict[str, str]  # model -> its state key
+    samples: dict[str, list[tuple[str, tuple[int, ...]]]] = field(default_factory=dict)
+
+    async def sample(self) -> None:
+        fields = ["cursor", "examples_seen", "mistakes", "updates"]
+        for m, key in self.state_keys.items():
+            raw = await self.client.hmget(key, fields)
+            if raw[0] is None:
+                continue
+            got = (raw[0].decode(), tuple(int(x or 0) for x in raw[1:]))
+            seq = self.samples.setdefault(m, [])
+            if not seq or seq[-1] != got:
+                seq.append(got)
+
+    async def run(self, stop: Any) -> None:
+        """Sample until the ``asyncio.Event`` ``stop`` is set."""
+        import asyncio
+
+        while not stop.is_set():
+            await self.sample()
+            await asyncio.sleep(0.001)
+
+    def commits_seen(self, m: str) -> int:
+        return len(self.samples.get(m, []))
+
+    def violations(self, m: str, counters: Mapping[str, tuple[int, int, int]]) -> list[str]:
+        out: list[str] = []
+        last: tuple[int, int] | None = None
+        for cursor, got in self.samples.get(m, []):
+            want = counters.get(cursor)
+            if want is None:
+                out.append(f"{m}: cursor {cursor} is no entry id")
+            elif got != want:
+                out.append(f"{m}: at {cursor} counters {got}, true prefix {want}")
+            ms, _, sq = cursor.partition("-")
+            pos = (int(ms), int(sq))
+            if last is not None and pos < last:
+                out.append(f"{m}: cursor went back from {last} to {pos}")
+            last = pos
+        return out

@@ -1,0 +1,235 @@
+"""SIGKILL chaos: exactly-once learning whatever instant the worker dies at.
+
+A worker *subprocess* (``python -m workers``, configured by the environment alone) learns two
+models — PA-I and the averaged perceptron, whose state (weights, sums, timestamps) is richer —
+from streams of 200,000 examples each, cut into entries of random size. It is SIGKILLed at
+many random instants and restarted each time:
+
+- right after a commit lands (the test watches the state key) plus a random sub-millisecond
+  offset — so the next read, learn or commit is cut in the middle;
+- a random few milliseconds after it took a lease — in the middle of learning;
+- at a random instant after start — in imports, lease waits, idle reads.
+
+Half of each stream is appended while the worker is being killed, the rest afterwards; a last
+worker in burst mode drains it. Then the committed state must be bit-identical to one
+uninterrupted in-process run over the same entries (weights and every counter), every
+committed state sampled along the way must be the true prefix at its cursor, every retained
+version must equal the reference state at its cursor, and no two leases ever had the same
+fencing epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import redis.asyncio as aioredis
+
+from service.learning.features import Batch
+from service.settings import Settings
+from service.store import Store
+from tests.store.pipeline_support import (
+    CommitWatcher,
+    WorkerProcess,
+    assert_same_state,
+    model_spec,
+    random_sizes,
+    reference_run,
+    split,
+    synthetic,
+    worker_env,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+N = 200_000  # examples per model
+DIM = 4096
+NNZ = 20
+KILLS = 24
+MODELS = {
+    "pa1": model_spec("pa1", DIM, C=0.5),
+    "avg": model_spec("averaged_perceptron", DIM),
+}
+
+
+@pytest.fixture
+def chaos_settings(settings: Settings) -> Settings:
+    """Fast leases (a SIGKILLed holder's lease expires quickly) and tiny, frequent commits, so
+    that commits and publishes are everywhere a kill can land."""
+    return settings.model_copy(
+        update={
+            "lease_ttl_ms": 500,
+            "heartbeat_ms": 100,
+            "commit_ms": 5,
+            "commit_examples": 300,
+            "publish_ms": 30,
+            "read_count": 2,
+            "block_ms": 20,
+        }
+    )
+
+
+@pytest.fixture
+async def store(chaos_settings: Settings) -> AsyncIterator[Store]:
+    st = Store.open(chaos_settings)
+    yield st
+    await st.close()
+
+
+async def wait_until(predicate, timeout: float, poll: float = 0.0005) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate():
+            return True
+        await asyncio.sleep(poll)
+    return False
+
+
+async def test_sigkill_chaos_is_exactly_once(
+    store: Store, chaos_settings: Settings, redis_url: str, tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(20261122)
+    batches = {
+        m: split(synthetic(N, DIM, NNZ, seed=i), random_sizes(np.random.default_rng(i), N, 20, 600))
+        for i, m in enumerate(MODELS)
+    }
+    for m, spec in MODELS.items():
+        assert await store.create_model(m, spec)
+
+    appended: dict[str, list[tuple[str, Batch]]] = {m: [] for m in MODELS}
+
+    async def append(m: str, part: list[Batch]) -> None:
+        results = await store.append_many(m, [(b, None) for b in part])
+        for b, r in zip(part, results, strict=True):
+            assert r.appended == b.n and r.entry_id is not None
+            appended[m].append((r.entry_id, b))
+
+    # The first half of each stream goes in 2·KILLS pieces, while the worker is being killed.
+    halves = {m: len(bs) // 2 for m, bs in batches.items()}
+    pieces = {m: np.array_split(np.arange(halves[m]), 2 * KILLS) for m in MODELS}
+
+    async def append_piece(j: int) -> None:
+        for m in MODELS:
+            idx = pieces[m][j]
+            if idx.size:
+                await append(m, batches[m][int(idx[0]) : int(idx[-1]) + 1])
+
+    keys = store.keys
+    client = aioredis.Redis.from_url(redis_url)
+    log = tmp_path / "worker.log"
+    watcher = CommitWatcher(client, {m: keys.state(m) for m in MODELS})
+    stop = asyncio.Event()
+    watch = asyncio.create_task(watcher.run(stop))
+    modes: list[str] = []
+    try:
+
+        async def cursors() -> tuple[bytes | None, ...]:
+            return tuple([await client.hget(keys.state(m), "cursor") for m in MODELS])
+
+        for k in range(KILLS):
+            worker = WorkerProcess(worker_env(chaos_settings, worker_id=f"chaos-{k}"), log)
+            await append_piece(2 * k)
+            before = await cursors()
+            worker.start()
+            await append_piece(2 * k + 1)
+            mode = ("after-commit", "mid-learning", "anytime")[k % 3]
+            if mode == "after-commit":
+
+                async def committed() -> bool:
+                    return await cursors() != before  # noqa: B023
+
+                landed = await wait_until(committed, timeout=20)
+                time.sleep(float(rng.uniform(0, 0.001)))  # sub-millisecond: no loop tick
+                modes.append(mode if landed else "after-commit(timeout)")
+            elif mode == "mid-learning":
+
+                async def leased() -> bool:
+                    for m in MODELS:
+                        holder = await client.get(keys.lease(m))
+                        if holder and holder.startswith(f"chaos-{k}:".encode()):  # noqa: B023
+                            return True
+                    return False
+
+                await wait_until(leased, timeout=20)
+                await asyncio.sleep(float(rng.uniform(0, 0.03)))
+                modes.append(mode)
+            else:
+                await asyncio.sleep(float(rng.uniform(0.05, 1.5)))
+                modes.append(mode)
+            assert worker.alive, f"worker exited by itself: {worker.tail()}"
+            worker.kill()
+            assert worker.exit_codes == [-9]
+
+        assert modes.count("after-commit") >= KILLS // 3 - 2, modes
+
+        # The rest of each stream; then one worker in burst mode drains everything.
+        for m in MODELS:
+            await append(m, batches[m][halves[m] :])
+        final = WorkerProcess(worker_env(chaos_settings, worker_id="final"), log, burst=True)
+        final.start()
+        try:
+            code = await asyncio.to_thread(final.wait, 120)
+        finally:
+            final.kill()
+        assert code == 0, final.tail()
+        stop.set()
+        await watch
+        await watcher.sample()
+
+        refs = {m: reference_run(MODELS[m], appended[m]) for m in MODELS}
+        for m in MODELS:
+            assert watcher.commits_seen(m) > KILLS, m
+            bad = watcher.violations(m, refs[m].counters)
+            assert not bad, bad[:5]
+
+        for m in MODELS:
+            ids = [eid for eid, _ in appended[m]]
+            assert len(ids) == len(batches[m])
+            committed_state = await store.load_state(m)
+            assert committed_state.cursor == ids[-1]
+            ref = refs[m]
+            assert committed_state.state is not None
+            assert_same_state(committed_state.state, ref.state, f"{m} committed state")
+            seen, mistakes, updates = ref.counters[ids[-1]]
+            assert seen == N
+            metrics = await store.metrics(m)
+            assert (metrics.examples_seen, metrics.mistakes, metrics.updates) == (
+                seen,
+                mistakes,
+                updates,
+            )
+            assert metrics.lag == 0 and metrics.appended == metrics.applied == N
+
+            # The head version serves the reference's served weights; every retained version
+            # is the reference state at its cursor, to the bit.
+            head = await store.get_version(m)
+            assert head.info.cursor == ids[-1]
+            assert_same_state(head.serving, ref.serving, f"{m} head serving")
+            versions = await store.list_versions(m)
+            snaps = reference_run(
+                MODELS[m], appended[m], snapshot_at={v.cursor for v in versions}
+            ).snapshots
+            for v in versions:
+                full = await store.get_version(m, v.number, with_state=True)
+                assert full.state is not None
+                assert (v.examples_seen, v.mistakes, v.updates) == ref.counters[v.cursor]
+                assert_same_state(full.state, snaps[v.cursor], f"{m} version {v.number}")
+
+        # Fencing tokens: no epoch was ever granted twice for a model (a worker killed between
+        # the grant and its log line leaves a gap, never a repeat), and epochs only grow.
+        grants = re.findall(r"model (\w+): lease epoch (\d+),", log.read_text())
+        for m in MODELS:
+            epochs = [int(e) for mm, e in grants if mm == m]
+            assert len(epochs) > KILLS // 2, f"{m}: only {len(epochs)} grants"
+            assert epochs == sorted(set(epochs)), f"{m}: epochs {epochs}"
+            assert int(await client.get(keys.epoch(m)) or 0) >= epochs[-1]
+    finally:
+        stop.set()
+        if not watch.done():
+            await watch
+        await client.aclose()
