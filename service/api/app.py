@@ -42,7 +42,13 @@ def _lifespan(state: AppState):  # type: ignore[no-untyped-def]
         store = Store(client, Keys(settings.key_prefix), settings)
         state.backend = Backend(store, settings)
         state.cache = ModelCache(
-            state.backend, default_ttl=settings.feedback_ttl_s, check_s=settings.cache_check_s
+            state.backend,
+            default_ttl=settings.feedback_ttl_s,
+            check_s=settings.cache_check_s,
+            limits={
+                "max_features": settings.max_features,
+                "max_text_chars": settings.max_text_chars,
+            },
         )
         state.drift = {}
         warn_if_open(state.auth)

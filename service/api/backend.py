@@ -110,8 +110,8 @@ class Backend:
 
     @staticmethod
     def _meta(d: dict[str, Any]) -> dict[str, Any]:
-        out = dict(d)
-        out["version"] = out.pop("number")
+        out = {"version": d["number"], **d}
+        del out["number"]
         out["time"] = out["time"] / 1000.0
         return out
 

@@ -42,10 +42,18 @@ class Served:
 
 
 class ModelCache:
-    def __init__(self, backend: Backend, *, default_ttl: int, check_s: float) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        default_ttl: int,
+        check_s: float,
+        limits: dict[str, int] | None = None,
+    ) -> None:
         self.backend = backend
         self.default_ttl = default_ttl
         self.check_s = check_s
+        self.limits = dict(limits or {})
         self.entries: dict[str, Served] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self.loads = 0  # versions loaded (tests and metrics read it)
@@ -90,7 +98,7 @@ class ModelCache:
     async def _load(self, m: str, old: Served | None) -> Served:
         if old is None:
             spec, ttl = await self.backend.spec(m)
-            featurizer = spec.featurizer()
+            featurizer = spec.featurizer(**self.limits)
         else:
             spec, featurizer, ttl = old.spec, old.featurizer, old.feedback_ttl
         head = await self.backend.head(m)

@@ -86,7 +86,7 @@
   // ------------------------------------------------------------ formatting ------------------
   const nf = new Intl.NumberFormat("en-US");
   const fmtInt = (v) => (v === null || v === undefined || Number.isNaN(+v) ? "–" : nf.format(Math.round(+v)));
-  const fmtPct = (v) => (v === null || v === undefined || Number.isNaN(+v) ? "–" : (100 * v).toFixed(2) + " %");
+  const fmtPct = (v) => (v === null || v === undefined || Number.isNaN(+v) ? "–" : (100 * v).toFixed(1) + "\u202f%");
 
   function fmtAgo(t) {
     if (t === null || t === undefined || t === "") return "–";
@@ -184,9 +184,14 @@
     for (const x of opts.marks || []) {
       el("line", { x1: sx(x), x2: sx(x), y1: m.t, y2: H - m.b, class: "drift-mark" }, svg);
     }
+    for (const x of opts.resets || []) {
+      el("line", { x1: sx(x), x2: sx(x), y1: m.t, y2: H - m.b, class: "reset-mark" }, svg);
+    }
     for (const s of series) {
       if (s.points.length < 2) continue;
-      const d = s.points.map((p, i) => (i ? "L" : "M") + sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join("");
+      // A point left of its predecessor starts a new stroke (a rollback reset the counters).
+      const d = s.points.map((p, i) => (i && p[0] >= s.points[i - 1][0] ? "L" : "M")
+        + sx(p[0]).toFixed(1) + "," + sy(p[1]).toFixed(1)).join("");
       if (s.area) {
         const first = s.points[0], last = s.points[s.points.length - 1];
         el("path", { d: d + `L${sx(last[0]).toFixed(1)},${sy(0)}L${sx(first[0]).toFixed(1)},${sy(0)}Z`, class: "area " + s.cls }, svg);
@@ -211,7 +216,12 @@
     const mk = points.map((p) => [p.x, p.mistakes]);
     const up = points.map((p) => [p.x, p.updates]);
     const marks = points.filter((p) => p.drift).map((p) => p.x);
-    drawChart($("chart"), [{ cls: "updates", points: up }, { cls: "mistakes", points: mk }], { marks });
+    // Rollbacks reset the counters: history stays append-only, so examples_seen steps back.
+    const resets = points.filter((p, i) => i && p.x < points[i - 1].x).map((p) => p.x);
+    drawChart($("chart"), [{ cls: "updates", points: up }, { cls: "mistakes", points: mk }], { marks, resets });
+    let from = 0;
+    points.forEach((p, i) => { if (i && p.x < points[i - 1].x) from = i; });
+    points = points.slice(from); // the rate is about the learner as it is now
     const total = points.length ? points[points.length - 1].x : 0;
     const win = Math.max(100, niceMax(total / 20));
     $("rate-window").textContent = "mistakes per example over the last " + nf.format(win) + " examples";
