@@ -115,9 +115,17 @@ def _sigmoid(s: np.ndarray) -> np.ndarray:
 
 
 def _softmax(S: np.ndarray) -> np.ndarray:
-    """Row-wise softmax with the max subtracted first, so huge logits cannot overflow."""
-    Z = S - S.max(axis=1, keepdims=True)
-    E = np.exp(Z)
+    """Row-wise softmax with the max subtracted first, so huge logits cannot overflow.
+
+    ``S − max`` may still overflow to −inf for logits of opposite signs near the float
+    limit (exp then gives the right 0); a row with +inf logits shares the mass among them.
+    """
+    top = S.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        E = np.exp(S - top)
+    infinite = np.isposinf(top[:, 0])
+    if infinite.any():
+        E[infinite] = np.isposinf(S[infinite]).astype(np.float64)
     out: np.ndarray = E / E.sum(axis=1, keepdims=True)
     return out
 
@@ -132,13 +140,16 @@ def _as_csr(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _check_indices(batch: Batch, dim: int) -> None:
-    if batch.nnz and (int(batch.indices.min()) < 0 or int(batch.indices.max()) >= dim):
-        bad = (
-            int(batch.indices.max())
-            if int(batch.indices.max()) >= dim
-            else int(batch.indices.min())
-        )
-        raise ValueError(f"feature index must be in [0, {dim}), got {bad}")
+    """Every index in [0, dim): the kernels do not bounds-check, so this guards memory.
+
+    One pass: viewed as uint32, a negative index is huge, so ``max`` alone decides.
+    """
+    if batch.nnz == 0:
+        return
+    indices = np.ascontiguousarray(batch.indices, dtype=np.int32)
+    if int(indices.view(np.uint32).max()) >= dim:
+        bad = indices[(indices < 0) | (indices >= dim)][0]
+        raise ValueError(f"feature index must be in [0, {dim}), got {int(bad)}")
 
 
 class LinearModel:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import csr_margins
+from service.learning._kernels import FASTMATH, csr_margins
 from service.learning.features import Batch
 from service.learning.linear import (
     InvalidParameter,
@@ -47,7 +47,7 @@ from service.learning.registry import register
 _RENORMALISE_BELOW = 1e-10
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _sigmoid(s: float) -> float:
     if s >= 0.0:
         return 1.0 / (1.0 + np.exp(-s))
@@ -55,7 +55,7 @@ def _sigmoid(s: float) -> float:
     return e / (1.0 + e)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _learn_kernel(
     indptr: np.ndarray,
     indices: np.ndarray,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import csr_margins
+from service.learning._kernels import FASTMATH, csr_margins
 from service.learning.features import Batch
 from service.learning.linear import Learner, _as_csr, _check_indices, boolean, positive
 from service.learning.registry import register
@@ -40,7 +40,7 @@ from service.learning.registry import register
 _RENORMALISE_BELOW = 1e-10
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _learn_kernel(
     indptr: np.ndarray,
     indices: np.ndarray,

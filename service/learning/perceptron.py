@@ -18,12 +18,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from service.learning._kernels import FASTMATH
 from service.learning.features import Batch
 from service.learning.linear import Learner
 from service.learning.registry import register
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _learn_kernel(
     indptr: np.ndarray,
     indices: np.ndarray,

@@ -110,6 +110,25 @@ def test_batch_equals_per_row_loop(key: tuple[str, bool]) -> None:
     assert_same_state(whole.get_state(), rowwise.get_state())
 
 
+def test_batch_equals_per_row_loop_on_long_rows(key: tuple[str, bool]) -> None:
+    """Rows long enough for the compiled dot products to be vectorised: the summation order
+    must depend on the row alone, never on where the row sits in the batch."""
+    rng = np.random.default_rng(9)
+    rows, ys = [], []
+    for _ in range(120):
+        idx = rng.choice(DIM, size=int(rng.integers(20, DIM)), replace=False)
+        rows.append((idx.tolist(), rng.normal(size=idx.shape[0]).tolist()))
+        ys.append(int(rng.integers(0, n_classes(key[1]))))
+    batch = Batch.from_rows(rows, ys)
+    whole, rowwise = build(key), build(key)
+    flags_whole = whole.learn(batch)
+    flags_rows = np.array([rowwise.learn(batch.row(i))[0] for i in range(batch.n)])
+    assert np.array_equal(flags_whole, flags_rows)
+    assert_same_state(whole.get_state(), rowwise.get_state())
+    decisions = np.concatenate([whole.decision(batch.row(i)) for i in range(batch.n)])
+    assert whole.decision(batch).tobytes() == decisions.tobytes()
+
+
 def test_decision_matches_serving(key: tuple[str, bool]) -> None:
     batch = random_batch(key, n=200, seed=3)
     learner = build(key)
@@ -146,8 +165,11 @@ def test_unseen_and_vanishing_features(key: tuple[str, bool]) -> None:
     assert np.all(np.isfinite(W))
     assert not np.any(W[..., 40:])  # never seen: untouched
     # seen late: learned (in the state; the pocket may rightly still serve older weights)
+    # (arrays are (dim,), (K, dim) or (dim, 2): the feature axis is the one of length DIM)
     arrays = [a for a in learner.get_state().values() if isinstance(a, np.ndarray)]
-    assert any(np.any(a[..., 20:40]) for a in arrays if a.shape[-1] == DIM)
+    assert any(
+        np.any(np.take(a, range(20, 40), axis=a.shape.index(DIM))) for a in arrays if DIM in a.shape
+    )
     only_unseen = Batch.from_rows([([50], [3.0])], [0])
     empty = Batch.from_rows([([], [])], [0])
     np.testing.assert_array_equal(learner.decision(only_unseen), learner.decision(empty))

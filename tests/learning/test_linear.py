@@ -145,3 +145,11 @@ def test_subclass_contract_is_small() -> None:
     assert c.counters() == {"examples_seen": 2, "mistakes": 1, "updates": 0, "max_norm": 0.0}
     assert c.get_state()["b"] == 2.0 and c.params == {"level": 2.0}
     assert c.decision(Batch.from_rows([([3], [1.0])], [-1])).tolist() == [2.0]
+
+
+def test_softmax_survives_logits_at_the_float_limit() -> None:
+    W = np.array([[1e308, 0.0], [-1e308, 0.0], [0.0, 1e308]])
+    model = LinearModel(W, np.zeros(3), link="softmax")
+    batch = Batch.from_rows([([0], [1.0]), ([1], [1e10]), ([], [])], [-1] * 3)
+    proba = model.proba(batch)
+    np.testing.assert_array_equal(proba, [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1 / 3, 1 / 3, 1 / 3]])
