@@ -58,3 +58,36 @@ def assert_error(resp: httpx.Response, status: int, code: str, *fragments: str) 
     for frag in fragments:
         assert frag in err["message"], (frag, err["message"])
     return dict(err)
+
+
+BINARY_SPEC: dict[str, Any] = {"algorithm": "perceptron", "hashing": False, "dim": 4}
+
+
+def dense(i: int) -> dict[str, Any]:
+    """A linearly separable toy example: +1 on feature 0, -1 on feature 1."""
+    if i % 2:
+        return {"features": [1.0, 0.0, 0.0, 1.0], "label": 1}
+    return {"features": [0.0, 1.0, 0.0, 1.0], "label": -1}
+
+
+async def learn_all(settings: Settings) -> None:
+    """Run one worker in burst mode until every model is caught up."""
+    from service.store import Store
+    from workers.trainer import Worker
+
+    store = Store.open(settings)
+    try:
+        await Worker(settings, store).run(burst=True)
+    finally:
+        await store.close()
+
+
+async def store_metrics(settings: Settings, m: str) -> dict[str, Any]:
+    """The store's own view of ``m`` (appended, applied, counters), bypassing the API."""
+    from service.store import Store
+
+    store = Store.open(settings)
+    try:
+        return (await store.metrics(m)).as_dict()
+    finally:
+        await store.close()

@@ -1,0 +1,167 @@
+"""Ingest against the real Redis: every format, strict rejection with nothing appended,
+idempotent ids learned once, 429 over the lag limit."""
+
+from __future__ import annotations
+
+import httpx
+import orjson
+import pytest
+
+from service.settings import Settings
+from tests.api.conftest import BINARY_SPEC, assert_error, dense, learn_all, running, store_metrics
+
+
+@pytest.fixture
+async def model(api: httpx.AsyncClient) -> httpx.AsyncClient:
+    assert (await api.put("/models/m", json=BINARY_SPEC)).status_code == 201
+    return api
+
+
+async def test_every_format_is_accepted_and_learned(
+    model: httpx.AsyncClient, settings: Settings
+) -> None:
+    one = await model.post("/models/m/examples", json=dense(1))
+    assert one.status_code == 202 and one.json() == {"accepted": 1, "ids": [None]}
+    batch = await model.post("/models/m/examples", json={"examples": [dense(i) for i in range(4)]})
+    assert batch.json()["accepted"] == 4
+    nd = b"\n".join(orjson.dumps(dense(i)) for i in range(3))
+    r = await model.post(
+        "/models/m/examples", content=nd, headers={"content-type": "application/x-ndjson"}
+    )
+    assert r.status_code == 202 and r.json()["accepted"] == 3
+    svm = b"1 0:1 3:1\n-1 1:1 3:1\n"
+    r = await model.post(
+        "/models/m/examples", content=svm, headers={"content-type": "text/x-svmlight"}
+    )
+    assert r.status_code == 202 and r.json()["accepted"] == 2
+    r = await model.post(
+        "/models/m/examples?format=svmlight", content=svm, headers={"content-type": "text/plain"}
+    )
+    assert r.status_code == 202 and r.json()["accepted"] == 2
+    await learn_all(settings)
+    assert (await store_metrics(settings, "m"))["examples_seen"] == 12
+
+
+@pytest.mark.parametrize(
+    ("examples", "field", "index"),
+    [
+        ([dense(0), {"features": [1, 0, 0], "label": 1}], "features", 1),
+        ([dense(0), dense(1), {"features": [1, 0, 0, 0], "label": 7}], "label", 2),
+        ([{"features": [1, 0, 0, 0]}], "label", 0),
+        (
+            [{"features": {"0": 1.0}, "label": 1}, {"features": {"9": 1.0}, "label": 1}],
+            "features",
+            1,
+        ),
+        (
+            [{"features": {"0": 1.0}, "label": 1}, {"features": {"x": 1.0}, "label": 1}],
+            "features",
+            1,
+        ),
+        ([dense(0), {"features": [1, "a", 0, 0], "label": 1}], "features", 1),
+        ([dense(0), {"features": [1, 0, 0, 0], "label": 1, "id": {"a": 1}}], "id", 1),
+    ],
+)
+async def test_one_bad_example_rejects_the_batch_and_appends_nothing(
+    model: httpx.AsyncClient, settings: Settings, examples: list[object], field: str, index: int
+) -> None:
+    err = assert_error(
+        await model.post("/models/m/examples", json={"examples": examples}), 422, "invalid_example"
+    )
+    assert err["index"] == index, err
+    assert err["field"].startswith(field), err
+    assert field in err["message"] and f"index {index}" in err["message"], err
+    assert (await store_metrics(settings, "m"))["appended"] == 0
+
+
+async def test_transport_errors_append_nothing(
+    model: httpx.AsyncClient, settings: Settings
+) -> None:
+    assert_error(
+        await model.post(
+            "/models/m/examples",
+            content=b'{"examples": [',
+            headers={"content-type": "application/json"},
+        ),
+        400,
+        "malformed_body",
+    )
+    assert_error(
+        await model.post("/models/m/examples", content=b"x", headers={"content-type": "text/csv"}),
+        415,
+        "unsupported_media_type",
+        "text/csv",
+    )
+    assert_error(
+        await model.post("/models/nope/examples", json=dense(0)), 404, "model_not_found", "nope"
+    )
+    assert (await store_metrics(settings, "m"))["appended"] == 0
+
+
+async def test_nan_and_overflow_never_reach_the_stream(
+    model: httpx.AsyncClient, settings: Settings
+) -> None:
+    for raw in (
+        b'{"features": [NaN, 0, 0, 0], "label": 1}',
+        b'{"features": [1e999, 0, 0, 0], "label": 1}',
+    ):
+        r = await model.post(
+            "/models/m/examples", content=raw, headers={"content-type": "application/json"}
+        )
+        assert_error(r, 400, "malformed_body")
+    assert (await store_metrics(settings, "m"))["appended"] == 0
+
+
+async def test_repeated_ids_get_the_same_answer_and_are_learned_once(
+    model: httpx.AsyncClient, settings: Settings
+) -> None:
+    examples = [{**dense(i), "id": f"e{i}"} for i in range(6)]
+    first = await model.post("/models/m/examples", json={"examples": examples})
+    again = await model.post("/models/m/examples", json={"examples": examples})
+    assert first.status_code == again.status_code == 202
+    assert first.json() == again.json() == {"accepted": 6, "ids": [f"e{i}" for i in range(6)]}
+    within = await model.post("/models/m/examples", json={"examples": [examples[0], examples[0]]})
+    assert within.json() == {"accepted": 2, "ids": ["e0", "e0"]}
+    await learn_all(settings)
+    assert (await store_metrics(settings, "m"))["examples_seen"] == 6
+
+
+async def test_lag_over_the_limit_is_429_with_retry_after(settings: Settings) -> None:
+    settings.max_lag = 5
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        ok = await c.post("/models/m/examples", json={"examples": [dense(i) for i in range(5)]})
+        assert ok.status_code == 202
+        r = await c.post("/models/m/examples", json={"examples": [dense(0)]})
+        assert_error(r, 429, "lag_exceeded", "max_lag")
+        assert r.headers["retry-after"] == "1"
+        await learn_all(settings)
+        assert (await c.post("/models/m/examples", json=dense(0))).status_code == 202
+    assert (await store_metrics(settings, "m"))["appended"] == 6
+
+
+async def test_batch_over_max_batch_is_413(settings: Settings) -> None:
+    settings.max_batch = 3
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        r = await c.post("/models/m/examples", json={"examples": [dense(i) for i in range(4)]})
+        assert_error(r, 413, "payload_too_large", "max_batch")
+    assert (await store_metrics(settings, "m"))["appended"] == 0
+
+
+async def test_body_over_the_limit_is_413_while_reading(settings: Settings) -> None:
+    settings.max_body_bytes = 1000
+
+    async def chunks():  # type: ignore[no-untyped-def]
+        yield b'{"examples": ['
+        for _ in range(100):
+            yield orjson.dumps(dense(0)) + b","
+        yield b"]}"
+
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        declared = await c.post("/models/m/examples", content=b"x" * 1001)
+        assert_error(declared, 413, "payload_too_large", "max_body_bytes")
+        streamed = await c.post("/models/m/examples", content=chunks())
+        assert_error(streamed, 413, "payload_too_large", "max_body_bytes")
+    assert (await store_metrics(settings, "m"))["appended"] == 0

@@ -1,0 +1,73 @@
+"""Models: PUT create/describe/conflict, bad specs named, list, describe, delete."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.api.conftest import BINARY_SPEC, assert_error
+
+
+async def test_put_creates_then_describes_then_conflicts(mem_api: httpx.AsyncClient) -> None:
+    r = await mem_api.put("/models/spam", json=BINARY_SPEC)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert body["name"] == "spam" and body["version"] == 0
+    assert body["spec"]["algorithm"] == "perceptron" and body["feedback_ttl"] == 86400
+    again = await mem_api.put("/models/spam", json=BINARY_SPEC)
+    assert again.status_code == 200 and again.json() == body
+    conflict = await mem_api.put("/models/spam", json={**BINARY_SPEC, "algorithm": "pa1"})
+    assert_error(conflict, 409, "spec_conflict", "spam")
+    ttl_conflict = await mem_api.put("/models/spam", json={**BINARY_SPEC, "feedback_ttl": 5})
+    assert_error(ttl_conflict, 409, "spec_conflict", "feedback_ttl")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"algorithm": "nope"}, "algorithm"),
+        ({"algorithm": "pa1", "params": {"C": -1}}, "C"),
+        ({"algorithm": "pa1", "colour": "red"}, "colour"),
+        ({"algorithm": "pa1", "feedback_ttl": 0}, "feedback_ttl"),
+        ({"algorithm": "pa1", "feedback_ttl": "1d"}, "feedback_ttl"),
+        ([1, 2], "body"),
+    ],
+)
+async def test_bad_specs_are_422_naming_the_field(
+    mem_api: httpx.AsyncClient, body: object, field: str
+) -> None:
+    err = assert_error(await mem_api.put("/models/x", json=body), 422, "invalid_spec")
+    assert field in err["message"] or err.get("field") == field, err
+    assert_error(await mem_api.get("/models/x"), 404, "model_not_found", "x")
+
+
+async def test_spec_body_errors(mem_api: httpx.AsyncClient) -> None:
+    bad_json = await mem_api.put(
+        "/models/x", content=b"{", headers={"content-type": "application/json"}
+    )
+    assert_error(bad_json, 400, "malformed_body")
+    wrong_type = await mem_api.put(
+        "/models/x", content=b"algorithm=pa1", headers={"content-type": "text/plain"}
+    )
+    assert_error(wrong_type, 415, "unsupported_media_type", "text/plain")
+
+
+async def test_bad_model_name_is_422(mem_api: httpx.AsyncClient) -> None:
+    assert_error(await mem_api.put("/models/-bad", json=BINARY_SPEC), 422, "invalid_spec", "name")
+
+
+async def test_list_describe_delete(mem_api: httpx.AsyncClient) -> None:
+    for name in ("b", "a"):
+        assert (
+            await mem_api.put(f"/models/{name}", json={**BINARY_SPEC, "feedback_ttl": 60})
+        ).status_code == 201
+    assert (await mem_api.get("/models")).json() == {"models": ["a", "b"]}
+    described = (await mem_api.get("/models/a")).json()
+    assert described["feedback_ttl"] == 60
+    assert (await mem_api.delete("/models/a")).status_code == 204
+    assert_error(await mem_api.delete("/models/a"), 404, "model_not_found")
+    assert_error(await mem_api.get("/models/a"), 404, "model_not_found")
+    assert_error(
+        await mem_api.post("/models/a/examples", json={"text": "x"}), 404, "model_not_found"
+    )
+    assert (await mem_api.get("/models")).json() == {"models": ["b"]}
