@@ -160,7 +160,7 @@
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     const m = { l: 52, r: 14, t: 10, b: 24 };
     const all = series.flatMap((s) => s.points);
-    if (all.length < 2) {
+    if (Math.max(0, ...series.map((s) => s.points.length)) < 2) {
       el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "placeholder" }, svg)
         .textContent = opts.empty || "waiting for data…";
       return;
@@ -213,8 +213,10 @@
   }
 
   function renderCharts(points) {
-    const mk = points.map((p) => [p.x, p.mistakes]);
-    const up = points.map((p) => [p.x, p.updates]);
+    // Cumulative counts start at the origin: draw from there, even with one point so far.
+    const origin = points.length && points[0].x > 0 ? [{ x: 0, mistakes: 0, updates: 0 }] : [];
+    const mk = origin.concat(points).map((p) => [p.x, p.mistakes]);
+    const up = origin.concat(points).map((p) => [p.x, p.updates]);
     const marks = points.filter((p) => p.drift).map((p) => p.x);
     // Rollbacks reset the counters: history stays append-only, so examples_seen steps back.
     const resets = points.filter((p, i) => i && p.x < points[i - 1].x).map((p) => p.x);

@@ -1,0 +1,175 @@
+"""The dashboard in a real headless Chromium (Debian's, driven by Playwright; no download).
+
+The service runs for real (uvicorn on a free loopback port + a worker, real Redis under a
+unique prefix). The page must show the model, follow its counters and chart as examples
+arrive, and pin and roll back from its buttons — asking for a key when the service has keys.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service.client import Client
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 30_000
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Chromium not installed at {CHROMIUM}"),
+]
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def examples(start: int, n: int) -> list[dict[str, Any]]:
+    """A learnable stream with one label in eight flipped, so mistakes keep coming."""
+    out = []
+    for i in range(start, start + n):
+        y = 1 if (i * 7919) % 13 < 6 else -1
+        label = -y if i % 8 == 3 else y
+        x = {"signal": float(y), "noise": float((i * 31) % 5 - 2), "bias": 1.0}
+        out.append({"features": x, "label": label})
+    return out
+
+
+def wait_text(page: Any, selector: str, text: str) -> None:
+    page.wait_for_function(
+        "([s, t]) => document.querySelector(s) && document.querySelector(s).textContent === t",
+        arg=[selector, text],
+        timeout=TIMEOUT_MS,
+    )
+
+
+def learned(client: Client, model: str, n: int) -> None:
+    deadline = time.monotonic() + 30
+    while client.metrics(model)["examples_seen"] < n:
+        assert time.monotonic() < deadline, f"the worker did not catch up: {client.metrics(model)}"
+        time.sleep(0.05)
+
+
+def test_dashboard_follows_a_model_and_pins_and_rolls_back(
+    settings: Any, browser: Any, output_dir: Path
+) -> None:
+    from tests.live_service import live_service
+
+    settings = settings.model_copy(update={"history_every": 10})
+    with live_service(settings) as live, Client(live.url) as client:
+        client.create_model("dash", {"algorithm": "perceptron", "bits": 8})
+        for start in (0, 20, 40):  # three commits: several history points and versions
+            client.learn("dash", examples(start, 20))
+            learned(client, "dash", start + 20)
+
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(live.url + "/")
+        page.wait_for_selector('#model-list li[data-model="dash"]', timeout=TIMEOUT_MS)
+        wait_text(page, "#stat-examples", "60")
+        mistakes_before = page.text_content("#stat-mistakes")
+        assert int(mistakes_before or "0") >= 1
+        page.wait_for_selector("#chart path.series.mistakes", state="attached", timeout=TIMEOUT_MS)
+        path_before = page.get_attribute("#chart path.series.mistakes", "d")
+        points_before = int(page.get_attribute("#chart path.series.mistakes", "data-points") or 0)
+        assert points_before >= 2
+
+        client.learn("dash", examples(60, 140))
+        wait_text(page, "#stat-examples", "200")
+        page.wait_for_function(
+            "(n) => +document.querySelector('#chart path.series.mistakes').dataset.points > n",
+            arg=points_before,
+            timeout=TIMEOUT_MS,
+        )
+        assert page.get_attribute("#chart path.series.mistakes", "d") != path_before
+        assert page.locator("#chart path.series.updates").count() == 1
+        assert page.locator("#rate-chart path.series.rate").count() == 1
+        wait_text(page, "#stat-lag", "0")
+
+        versions = sorted(int(v["version"]) for v in client.versions("dash")["versions"])
+        assert len(versions) >= 2
+        oldest = versions[0]
+        page.wait_for_selector(f'#versions tr[data-version="{oldest}"]', timeout=TIMEOUT_MS)
+        page.click(f'#versions tr[data-version="{oldest}"] button[data-action="pin"]')
+        page.wait_for_selector("#toast:not(.hidden)", timeout=TIMEOUT_MS)
+        assert f"Pinned dash to version {oldest}" in (page.text_content("#toast") or "")
+        listing = client.versions("dash")
+        assert listing["head"] == oldest
+        page.wait_for_selector(
+            f'#versions tr[data-version="{oldest}"] .badge.pinned', timeout=TIMEOUT_MS
+        )
+
+        page.once("dialog", lambda d: d.accept())  # "Roll dash back to version …?"
+        page.click(f'#versions tr[data-version="{oldest}"] button[data-action="rollback"]')
+        page.wait_for_function(
+            "(v) => document.querySelector('#toast').textContent.includes('back to version ' + v)",
+            arg=oldest,
+            timeout=TIMEOUT_MS,
+        )
+        after = client.versions("dash")
+        assert max(int(v["version"]) for v in after["versions"]) > versions[-1]
+
+        rolled_back_to = client.metrics("dash")["examples_seen"]
+        for start in (200, 240, 280):  # learning resumes from the rolled-back state
+            client.learn("dash", examples(start, 40))
+            learned(client, "dash", rolled_back_to + start - 160)
+        wait_text(page, "#stat-examples", str(rolled_back_to + 120))
+        assert page.locator("#chart line.reset-mark").count() >= 1
+        page.wait_for_timeout(1500)  # let a poll or two land before the picture
+        page.screenshot(path=str(output_dir / "dashboard.png"), full_page=True)
+        assert errors == []
+
+
+def test_dashboard_asks_for_keys(settings: Any, browser: Any, output_dir: Path) -> None:
+    from tests.live_service import live_service
+
+    settings = settings.model_copy(update={"api_keys": "reader:predict;boss:admin"})
+    with live_service(settings) as live, Client(live.url, api_key="boss") as client:
+        client.create_model("locked", {"algorithm": "pa1", "bits": 8})
+        client.learn("locked", examples(0, 30))
+        learned(client, "locked", 30)
+
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(live.url + "/")
+        page.wait_for_selector("#key-dialog[open]", timeout=TIMEOUT_MS)  # 401 on /models
+        page.fill("#key-input", "reader")
+        page.click('#key-dialog button[value="ok"]')
+        wait_text(page, "#stat-examples", "30")
+
+        version = int(client.versions("locked")["versions"][0]["version"])
+        page.wait_for_selector(f'#versions tr[data-version="{version}"]', timeout=TIMEOUT_MS)
+        page.click(f'#versions tr[data-version="{version}"] button[data-action="pin"]')
+        page.wait_for_selector("#key-dialog[open]", timeout=TIMEOUT_MS)  # 403: admin needed
+        assert "admin" in (page.text_content("#key-reason") or "")
+        page.fill("#key-input", "boss")
+        page.click('#key-dialog button[value="ok"]')
+        page.wait_for_function(
+            "() => document.querySelector('#toast').textContent.startsWith('Pinned locked')",
+            timeout=TIMEOUT_MS,
+        )
+        assert client.versions("locked")["head"] == version
+        page.screenshot(path=str(output_dir / "dashboard-keys.png"), full_page=True)
