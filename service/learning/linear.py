@@ -237,7 +237,7 @@ class Learner:
 
     name: ClassVar[str] = ""
     multiclass: ClassVar[bool] = False
-    link: ClassVar[str] = "sigmoid"
+    link: str = "sigmoid"  # per class, or per instance when a parameter decides it
     _arrays: ClassVar[tuple[str, ...]] = ("w",)
     _int_slots: ClassVar[tuple[str, ...]] = ()
     _float_slots: ClassVar[tuple[str, ...]] = ()
