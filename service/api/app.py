@@ -52,7 +52,7 @@ def _lifespan(state: AppState):  # type: ignore[no-untyped-def]
         )
         state.drift = {}
         warn_if_open(state.auth)
-        tasks = [
+        tasks = state.tasks = [
             asyncio.create_task(state.cache.listen(), name="sl-events"),
             asyncio.create_task(state.cache.check(), name="sl-cache-check"),
         ]

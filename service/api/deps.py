@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
@@ -25,6 +26,7 @@ class AppState:
     backend: Backend | None = None
     cache: ModelCache | None = None
     drift: dict[str, DriftTracker] | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 def get_state(request: Request) -> AppState:
