@@ -158,6 +158,14 @@ class FeatureSpec(Protocol):
     def quadratic(self) -> tuple[tuple[str, str], ...]: ...
     @property
     def normalize(self) -> bool: ...
+    @property
+    def transform(self) -> str: ...
+
+
+TRANSFORMS = ("none", "log1p")
+"""Value transforms of named and dense features: ``log1p`` is ``sign(v)·log(1 + |v|)``, which
+tames counts and lengths spanning orders of magnitude (Spambase's ``capitalTotal``) with no
+state, so every API process and worker featurizes alike."""
 
 
 class Labels:
@@ -249,7 +257,8 @@ class Featurizer:
     :class:`~service.learning.text.TextFeaturizer` and is hashed with the ``"w:"``/``"c:"``
     prefixes (optionally L2-normalised on its own). Quadratic pairs ``(a, b)`` add, for every
     named feature ``"a:…"`` and ``"b:…"`` of an example, a feature with value ``va·vb`` whose
-    hash mixes the two hashes (VW's ``-q``; for ``a == b`` each unordered pair once). Then
+    hash mixes the two hashes (VW's ``-q``; for ``a == b`` each unordered pair once). Named and
+    dense values may first go through ``transform`` (``"log1p"``, see :data:`TRANSFORMS`). Then
     duplicate buckets are summed, zeros dropped, and ``normalize`` scales every row to unit
     L2 norm.
 
@@ -285,6 +294,12 @@ class Featurizer:
             raise ValueError(f"dim must be a power of two when hashing, got {self.dim}")
         self.labels = Labels(spec.classes, spec.positive)
         self.normalize = bool(spec.normalize)
+        self.value_transform = getattr(spec, "transform", "none")
+        if self.value_transform not in TRANSFORMS:
+            raise ValueError(
+                f"transform must be one of {list(TRANSFORMS)}, got {self.value_transform!r}"
+            )
+        self._log1p = self.value_transform == "log1p"
         self.max_features = max_features
         self.max_text_chars = max_text_chars
         self.cache_size = cache_size
@@ -478,6 +493,8 @@ class Featurizer:
         if values:
             codes = self._lookup(schemas, errors)
             vals = _to_float(values, ends, errors, lambda p: f"features.{_flat(schemas)[p]}")
+            if vals is not None and self._log1p:
+                vals = np.copysign(np.log1p(np.abs(vals)), vals)
             if codes is not None and vals is not None:
                 rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ends, prepend=0))
                 rows_parts.append(rows)
@@ -499,6 +516,8 @@ class Featurizer:
                 row_of=np.asarray(dense_rows, dtype=np.int64),
             )
             if dvals is not None:
+                if self._log1p:
+                    dvals = np.copysign(np.log1p(np.abs(dvals)), dvals)
                 rows_parts.append(np.repeat(np.asarray(dense_rows, dtype=np.int64), dim))
                 cols_parts.append(np.tile(np.arange(dim, dtype=np.int64), len(dense_rows)))
                 vals_parts.append(dvals)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from service.errors import InvalidSpec
-from service.learning.features import Featurizer
+from service.learning.features import TRANSFORMS, Featurizer
 from service.learning.linear import Learner
 from service.learning.registry import make_learner
 from service.learning.text import check_ngram_range
@@ -46,7 +46,7 @@ MAX_DIM = 2**MAX_BITS
 
 SPEC_KEYS = frozenset(
     {"algorithm", "params", "bits", "dim", "hashing", "classes", "positive", "text",
-     "quadratic", "normalize", "preset"}
+     "quadratic", "normalize", "transform", "preset"}
 )  # fmt: skip
 TEXT_DEFAULTS: dict[str, Any] = {
     "word_ngrams": (1, 1), "char_ngrams": None, "binary": True, "normalize": True
@@ -141,6 +141,7 @@ class ModelSpec:
     text: TextSpec | None = None
     quadratic: tuple[tuple[str, str], ...] = ()
     normalize: bool = False
+    transform: str = "none"
     preset: str | None = None
 
     # -- derived -------------------------------------------------------------------------------
@@ -174,6 +175,7 @@ class ModelSpec:
             "text": self.text.to_dict() if self.text is not None else None,
             "quadratic": [list(p) for p in self.quadratic],
             "normalize": self.normalize,
+            "transform": self.transform,
             "preset": self.preset,
         }
 
@@ -215,6 +217,7 @@ class ModelSpec:
             text=text,
             quadratic=quadratic,
             normalize=_flag(d, "normalize", False),
+            transform=_transform(d.get("transform", "none")),
             preset=d.get("preset"),
         )
 
@@ -321,6 +324,14 @@ def _size(d: Mapping[str, Any], hashing: bool) -> tuple[int | None, int]:
     if raw_dim is not None and _int(raw_dim) != 2**bits:
         raise InvalidSpec(f"dim must be 2**bits = {2**bits}, got {raw_dim!r}", field="dim")
     return bits, 2**bits
+
+
+def _transform(value: Any) -> str:
+    if value not in TRANSFORMS or type(value) is not str:
+        raise InvalidSpec(
+            f"transform must be one of {list(TRANSFORMS)}, got {value!r}", field="transform"
+        )
+    return str(value)
 
 
 def _quadratic(value: Any) -> tuple[tuple[str, str], ...]:

@@ -351,3 +351,20 @@ def test_featurizer_validates_its_own_arguments() -> None:
         Featurizer(Spec(dim=1000))
     with pytest.raises(ValueError, match="need hashing"):
         Featurizer(Spec(dim=10, hashing=False, text=Text()))
+
+
+def test_log1p_transform_applies_to_named_and_dense_values_only() -> None:
+    @dataclass(frozen=True)
+    class LogSpec(Spec):
+        transform: str = "log1p"
+
+    f = Featurizer(LogSpec(dim=4, hashing=False))
+    b = f.transform(
+        [{"features": {"0": 9.0, "1": -99.0}, "label": 1}, {"features": [0, 0, 0, 3], "label": 0}]
+    )
+    expected = [math.log(10.0), -math.log(100.0), math.log(4.0)]
+    np.testing.assert_allclose(b.data, expected)
+    text = Featurizer(LogSpec(dim=2**10, text=Text(binary=False)))
+    assert text.transform([{"text": "a a a", "label": 1}]).data.tolist() in ([3.0], [-3.0])
+    with pytest.raises(ValueError, match="transform"):
+        Featurizer(LogSpec(transform="sqrt"))

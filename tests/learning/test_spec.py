@@ -25,6 +25,7 @@ GOOD: list[dict[str, Any]] = [
     {"preset": "spam"},
     {"classes": ["ham", "spam"]},
     {"preset": "spam", "params": {"C": 0.1}},
+    {"algorithm": "pa1", "transform": "log1p", "hashing": False, "dim": 10},
 ]
 
 
@@ -123,6 +124,7 @@ def test_build_learner_and_featurizer() -> None:
         ({"algorithm": "pa1", "quadratic": [["a:b", "c"]]}, "quadratic"),
         ({"algorithm": "pa1", "normalize": "yes"}, "normalize"),
         ({"preset": "ham"}, "preset"),
+        ({"algorithm": "pa1", "transform": "log"}, "transform"),
     ],
 )
 def test_invalid_specs_name_the_field(d: Any, field: str | None) -> None:
