@@ -130,6 +130,38 @@ def worker(
 
 
 @app.command()
+def api(
+    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="API processes behind the one port.")] = 1,
+    redis_url: Annotated[
+        str | None, typer.Option(help="redis://, rediss:// (TLS), unix:// or memory:// URL.")
+    ] = None,
+    key_prefix: Annotated[str | None, typer.Option(help="Prefix of every key.")] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the HTTP API alone (uvicorn), for scale-out beside `streamlearn worker`.
+
+    Settings come from STREAMLEARN_* variables with these flags on top; API keys from
+    STREAMLEARN_API_KEYS ('key:learn,predict;adminkey:admin'), open with a warning if unset.
+
+    Example:  STREAMLEARN_REDIS_URL=redis://127.0.0.1:6379/0 streamlearn api --workers 4
+    """
+    from service.api.server import run
+    from service.settings import Settings
+
+    base = Settings()
+    overrides = {"redis_url": redis_url, "key_prefix": key_prefix}
+    run(
+        host=host or base.host,
+        port=port if port is not None else base.port,
+        workers=workers,
+        overrides=overrides,
+        log_level=log_level,
+    )
+
+
+@app.command()
 def replay(
     file: Annotated[
         Path, typer.Argument(exists=True, dir_okay=False, help="NDJSON or svmlight file.")
