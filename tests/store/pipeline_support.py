@@ -165,6 +165,18 @@ class WorkerProcess:
         self.proc = None
         return code
 
+    @property
+    def worker_id(self) -> str:
+        return self.env.get("STREAMLEARN_WORKER_ID", "")
+
+    def ready(self) -> bool:
+        """Whether the worker logged that it is running (its signal handlers are installed:
+        before that, SIGTERM kills the interpreter with the default action)."""
+        try:
+            return f"worker {self.worker_id} starting" in self.log.read_text(errors="replace")
+        except OSError:
+            return False
+
     def tail(self, n: int = 40) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])

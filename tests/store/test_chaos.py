@@ -233,3 +233,135 @@ async def test_sigkill_chaos_is_exactly_once(
         if not watch.done():
             await watch
         await client.aclose()
+
+
+RACE_N = 60_000  # examples per model
+RACE_MODELS = {
+    "r0": model_spec("pa1", DIM, C=0.5),
+    "r1": model_spec("averaged_perceptron", DIM),
+    "r2": model_spec("pa2", DIM, C=0.1),
+}
+
+
+@pytest.mark.parametrize("n_workers", [2, 3])
+async def test_racing_workers_are_fenced(
+    store: Store, chaos_settings: Settings, redis_url: str, tmp_path: Path, n_workers: int
+) -> None:
+    """Two or three workers race for the same three models while being SIGKILLed, paused
+    past their lease (SIGSTOP … SIGCONT: a stale writer waking up), stopped with SIGTERM and
+    restarted at random. Every sampled commit is a true prefix (a stale epoch's commit would
+    rewind or double-apply), graceful stops exit 0, and the final states equal the single
+    in-process run."""
+    import signal
+
+    rng = np.random.default_rng(1000 + n_workers)
+    batches = {
+        m: split(
+            synthetic(RACE_N, DIM, NNZ, seed=10 + i),
+            random_sizes(np.random.default_rng(10 + i), RACE_N, 20, 600),
+        )
+        for i, m in enumerate(RACE_MODELS)
+    }
+    for m, spec in RACE_MODELS.items():
+        assert await store.create_model(m, spec)
+    appended: dict[str, list[tuple[str, Batch]]] = {m: [] for m in RACE_MODELS}
+    cut = {m: 0 for m in RACE_MODELS}
+    events = 30
+
+    async def append_some(fraction: float) -> None:
+        """Append the next ``fraction`` of every model's entries."""
+        for m, bs in batches.items():
+            stop = min(len(bs), cut[m] + max(1, int(len(bs) * fraction)))
+            part = bs[cut[m] : stop]
+            if part:
+                results = await store.append_many(m, [(b, None) for b in part])
+                appended[m] += [(r.entry_id or "", b) for r, b in zip(results, part, strict=True)]
+            cut[m] = stop
+
+    keys = store.keys
+    client = aioredis.Redis.from_url(redis_url)
+    log = tmp_path / "workers.log"
+    watcher = CommitWatcher(client, {m: keys.state(m) for m in RACE_MODELS})
+    stop_watch = asyncio.Event()
+    watch = asyncio.create_task(watcher.run(stop_watch))
+    generation = 0
+
+    def spawn(slot: int) -> WorkerProcess:
+        nonlocal generation
+        generation += 1
+        env = worker_env(chaos_settings, worker_id=f"race{slot}-{generation}")
+        return WorkerProcess(env, log).start()
+
+    slots: list[WorkerProcess | None] = [spawn(i) for i in range(n_workers)]
+    actions: list[str] = []
+    try:
+        for _ in range(events):
+            await append_some(0.6 / events)
+            await asyncio.sleep(float(rng.uniform(0.05, 0.4)))
+            i = int(rng.integers(n_workers))
+            w = slots[i]
+            if w is None or not w.alive:
+                slots[i] = spawn(i)
+                actions.append("start")
+                continue
+            action = ("kill", "kill", "pause", "term")[int(rng.integers(4))]
+            actions.append(action)
+            if action == "kill":
+                w.kill()
+                slots[i] = None
+            elif action == "pause":
+                # Past the lease TTL: another worker takes the models over; when this one
+                # wakes up, whatever it had in hand is stale and must not land.
+                w.signal(signal.SIGSTOP)
+                await asyncio.sleep(
+                    chaos_settings.lease_ttl_ms / 1000 + float(rng.uniform(0.2, 0.6))
+                )
+                w.signal(signal.SIGCONT)
+            else:
+                await wait_until(lambda: asyncio.sleep(0, w.ready()), timeout=20, poll=0.01)  # noqa: B023
+                w.signal(signal.SIGTERM)
+                code = await asyncio.to_thread(w.wait, 30)
+                assert code == 0, f"SIGTERM exit {code}: {w.tail()}"
+                slots[i] = None
+
+        await append_some(1.0)
+        for w in slots:
+            if w is not None and w.alive:
+                await wait_until(lambda: asyncio.sleep(0, w.ready()), timeout=20, poll=0.01)  # noqa: B023
+                w.signal(signal.SIGTERM)
+                assert await asyncio.to_thread(w.wait, 30) == 0, w.tail()
+        final = WorkerProcess(worker_env(chaos_settings, worker_id="race-final"), log, burst=True)
+        final.start()
+        assert await asyncio.to_thread(final.wait, 120) == 0, final.tail()
+        stop_watch.set()
+        await watch
+        await watcher.sample()
+
+        assert "pause" in actions and "kill" in actions, actions
+        for m in RACE_MODELS:
+            assert len(appended[m]) == len(batches[m])
+            ref = reference_run(RACE_MODELS[m], appended[m])
+            bad = watcher.violations(m, ref.counters)
+            assert not bad, bad[:5]
+            committed = await store.load_state(m)
+            assert committed.cursor == appended[m][-1][0]
+            assert committed.state is not None
+            assert_same_state(committed.state, ref.state, f"{m} after the race")
+            metrics = await store.metrics(m)
+            assert metrics.examples_seen == RACE_N and metrics.lag == 0
+        text = log.read_text()
+        # The race was real: stale writers (woken from SIGSTOP, or losing a lease to expiry)
+        # tried to commit and were refused by the fence.
+        assert text.count("commit refused") >= 1, "no stale commit was ever attempted"
+        grants = re.findall(r"model (\w+): lease epoch (\d+),", text)
+        for m in RACE_MODELS:
+            epochs = [int(e) for mm, e in grants if mm == m]
+            assert len(epochs) == len(set(epochs)), f"{m}: an epoch was granted twice: {epochs}"
+    finally:
+        stop_watch.set()
+        if not watch.done():
+            await watch
+        for w in slots:
+            if w is not None:
+                w.kill()
+        await client.aclose()
