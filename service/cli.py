@@ -288,6 +288,89 @@ def rollback(
     _client_call(url, api_key, do_rollback, model, version)
 
 
+@app.command()
+def evaluate(
+    file: Annotated[
+        Path, typer.Argument(help="NDJSON or svmlight file.", exists=True, dir_okay=False)
+    ],
+    algorithm: Annotated[
+        str | None, typer.Option("--algorithm", "-a", help="Algorithm name (see the registry).")
+    ] = None,
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Hyper-parameter K=V (repeatable).")
+    ] = None,
+    bits: Annotated[
+        int | None, typer.Option(help="Hash into 2**BITS buckets (default 18).")
+    ] = None,
+    hashing: Annotated[
+        bool,
+        typer.Option("--hashing/--no-hashing", help="--no-hashing: names are indices < --dim."),
+    ] = True,
+    dim: Annotated[int | None, typer.Option(help="Dimension without hashing.")] = None,
+    classes: Annotated[
+        str | None, typer.Option(help="NEG,POS (the second is positive) or A,B,C for multi-class.")
+    ] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", help="ndjson or svmlight (default: from the suffix).")
+    ] = None,
+    order: Annotated[
+        Path | None, typer.Option(help="File of ids, one a line: learn in that order (NDJSON).")
+    ] = None,
+    normalize: Annotated[bool, typer.Option(help="Scale each example to unit L2 norm.")] = False,
+    transform: Annotated[
+        str, typer.Option(help="Value transform of named features: none or log1p.")
+    ] = "none",
+    preset: Annotated[str | None, typer.Option(help="A named preset, e.g. spam.")] = None,
+    text: Annotated[
+        str | None, typer.Option(help="Text options as JSON, e.g. '{\"char_ngrams\": [4, 4]}'.")
+    ] = None,
+    auc: Annotated[
+        bool, typer.Option(help="Progressive ROC AUC (binary; reads margins row by row).")
+    ] = True,
+    chunk: Annotated[int, typer.Option(help="Examples per learn call.")] = 10_000,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object as stdout's last line.")
+    ] = False,
+) -> None:
+    """Progressive validation of a file: predict each example, then learn it, in order.
+
+    Prints examples, mistakes, updates, mistake rate, ROC AUC (binary) and throughput.
+
+    Example:  streamlearn evaluate ../shared/data/spambase/stream.jsonl --order
+    ../shared/data/spambase/order_shuffled_seed0.txt --algorithm pa1 --classes ham,spam
+    """
+    import json
+
+    from rich.console import Console
+
+    from service.errors import StreamlearnError
+    from service.evaluate import parse_classes, parse_params, run_command
+
+    try:
+        options: dict[str, Any] = {
+            "fmt": fmt,
+            "algorithm": algorithm,
+            "params": parse_params(param or []),
+            "bits": bits,
+            "hashing": hashing,
+            "dim": dim,
+            "classes": parse_classes(classes),
+            "normalize": normalize,
+            "preset": preset,
+            "order": order,
+            "auc": auc,
+            "chunk": chunk,
+        }
+        if transform != "none":
+            options["transform"] = transform
+        if text is not None:
+            options["text"] = json.loads(text)
+        run_command(file, json_out=json_out, **options)
+    except (StreamlearnError, ValueError, OSError) as e:
+        Console(stderr=True).print(f"[red]error[/] {getattr(e, 'message', None) or e}")
+        raise typer.Exit(2) from e
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -1,0 +1,506 @@
+"""Offline progressive validation: ``streamlearn evaluate FILE``.
+
+Every example is first predicted by the model *as served*, then learned from, in file order
+(or in the order of an ``--order`` file of ids). This is exactly what the service does to a
+stream, so the figures here are the figures the dashboard would show.
+
+- **mistakes / updates** come from the learners' own counters (DESIGN.md's definitions);
+- **ROC AUC** (binary) is computed from the *progressive* margins — the served margin of
+  each example just before it is learned — with rank statistics (ties get average ranks);
+  ``1 − AUC`` in percent is the TREC spam track's (1−ROCA)% figure;
+- **learn_seconds** is the time inside the learning loops only; **seconds** is the whole run
+  (reading, featurizing, learning, scoring).
+
+Learning goes in chunks (``chunk`` examples per ``learn`` call, identical to one at a time).
+When AUC is wanted, the margins must be read between examples: then each chunk is walked
+row by row (a served-margin read and a one-row ``learn`` per example — exact, and slower);
+``auc=False`` skips it.
+
+Readers: NDJSON (``{"features": ..., "text": ..., "label": ..., "id": ...}`` per line, through
+the model's :class:`~service.learning.features.Featurizer`) and svmlight (``LABEL idx:val``,
+indices as given, parsed by :mod:`service.svmlight`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from service.errors import InvalidExample, StreamlearnError
+from service.learning.features import Batch, Labels
+from service.learning.linear import Learner
+from service.learning.spec import ModelSpec
+from service.svmlight import Parsed, parse_svmlight
+
+Progress = Callable[[int], None]
+"""Called with the number of examples just processed (for a progress bar)."""
+
+
+class EvaluationError(StreamlearnError):
+    """The file cannot be evaluated (bad line, unknown label, missing id, bad option)."""
+
+    code = "evaluation_error"
+
+
+@dataclass
+class Report:
+    """What ``streamlearn evaluate`` prints (``--json``: this, as one JSON object)."""
+
+    file: str
+    format: str
+    algorithm: str
+    params: dict[str, Any]
+    n_classes: int
+    dim: int
+    examples: int
+    mistakes: int
+    updates: int
+    mistake_rate: float
+    auc: float | None
+    one_minus_auc_percent: float | None
+    seconds: float
+    learn_seconds: float
+    examples_per_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# ROC AUC by rank statistics
+# ----------------------------------------------------------------------------------------------
+
+
+def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Area under the ROC curve of ``scores`` for the boolean labels ``positive``.
+
+    The Mann–Whitney statistic: ``(R₊ − P(P+1)/2) / (P·N)`` with ``R₊`` the sum of the
+    positives' ranks, ties sharing their average rank (so a tie counts one half). None when
+    one class is absent.
+
+    >>> roc_auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([False, False, True, True]))
+    0.75
+    >>> roc_auc(np.array([1.0, 1.0]), np.array([False, True]))
+    0.5
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    pos = np.asarray(positive, dtype=bool)
+    n_pos = int(pos.sum())
+    n_neg = int(pos.size - n_pos)
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(scores, kind="mergesort")
+    s = scores[order]
+    # average ranks (1-based) over runs of equal scores
+    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+    ends = np.concatenate((starts[1:], [s.size]))
+    avg = (starts + ends + 1) / 2.0
+    ranks = np.empty(s.size, dtype=np.float64)
+    ranks[order] = np.repeat(avg, ends - starts)
+    r_pos = float(ranks[pos].sum())
+    return (r_pos - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+# ----------------------------------------------------------------------------------------------
+# the progressive loop
+# ----------------------------------------------------------------------------------------------
+
+
+def _row(batch: Batch, i: int) -> Batch:
+    """Row ``i`` as a batch of one, sharing memory with ``batch`` (no copies)."""
+    lo, hi = int(batch.indptr[i]), int(batch.indptr[i + 1])
+    return Batch(
+        np.array((0, hi - lo), dtype=np.int64),
+        batch.indices[lo:hi],
+        batch.data[lo:hi],
+        batch.y[i : i + 1],
+    )
+
+
+def learn_progressive(
+    learner: Learner, batch: Batch, *, margins: np.ndarray | None = None, chunk: int = 10_000
+) -> tuple[np.ndarray, float]:
+    """Predict-then-learn over ``batch``; returns (mistake flags, seconds spent learning).
+
+    With ``margins`` (a float array of length n, binary learners), each row's served margin
+    is written there before the row is learned (row by row: exact, slower).
+    """
+    flags = np.zeros(batch.n, dtype=bool)
+    spent = 0.0
+    if margins is None:
+        for start in range(0, batch.n, chunk):
+            part = batch.slice(start, min(start + chunk, batch.n))
+            t0 = time.perf_counter()
+            flags[start : start + part.n] = learner.learn(part)
+            spent += time.perf_counter() - t0
+        return flags, spent
+    # Row by row. The whole batch is checked once here, so each row goes straight to the
+    # learner's compiled step (``_learn``, the hook ``Learner.learn`` wraps with those checks).
+    learner._check_batch(batch, labels=True)
+    t0 = time.perf_counter()
+    decision, step = learner.decision, learner._learn
+    for i in range(batch.n):
+        row = _row(batch, i)
+        margins[i] = decision(row)[0]
+        step(row, flags[i : i + 1])
+    spent += time.perf_counter() - t0
+    return flags, spent
+
+
+# ----------------------------------------------------------------------------------------------
+# readers
+# ----------------------------------------------------------------------------------------------
+
+
+def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Every example of an NDJSON file (blank lines skipped), optionally in ``order`` of ids."""
+    examples: list[dict[str, Any]] = []
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                ex = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise EvaluationError(f"{path}:{lineno}: not JSON ({e})") from e
+            if not isinstance(ex, dict):
+                raise EvaluationError(f"{path}:{lineno}: an example must be a JSON object")
+            examples.append(ex)
+    if order is None:
+        return examples
+    by_id: dict[str, dict[str, Any]] = {}
+    for ex in examples:
+        if "id" in ex:
+            by_id[str(ex["id"])] = ex
+    missing = [i for i in order if i not in by_id]
+    if missing:
+        raise EvaluationError(
+            f"--order names {len(missing)} id(s) not in {path}, e.g. {missing[0]!r}"
+        )
+    return [by_id[i] for i in order]
+
+
+def read_order(path: Path) -> list[str]:
+    """One id per line (blank lines skipped)."""
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def svmlight_labels(parsed: Parsed, labels: Labels) -> np.ndarray:
+    """Class indices of the parsed labels: numbers (−1/+1/0/1 or declared integer classes)
+    map through :class:`Labels`, names (``ham``/``spam``) too; each distinct label once."""
+    if parsed.label_values is not None:
+        values = parsed.label_values
+        uniq, inverse = np.unique(values, return_inverse=True)
+        mapped = np.empty(uniq.size, dtype=np.int32)
+        for k, u in enumerate(uniq.tolist()):
+            value: Any = int(u) if float(u).is_integer() else u
+            try:
+                mapped[k] = labels.index(value)
+            except ValueError:
+                # a declared class spelled like a number ("1") but declared as a string
+                try:
+                    mapped[k] = labels.index(_number_text(u))
+                except ValueError:
+                    row = int(np.argmax(values == u))
+                    raise EvaluationError(
+                        f"svmlight line {int(parsed.lines[row]) + 1}: label {value!r} is not "
+                        "one of the classes (give them with --classes)"
+                    ) from None
+        return mapped[inverse].astype(np.int32)
+    assert parsed.labels is not None
+    cache: dict[bytes, int] = {}
+    out = np.empty(len(parsed.labels), dtype=np.int32)
+    for i, token in enumerate(parsed.labels):
+        k = cache.get(token)
+        if k is None:
+            text = token.decode("utf-8", "replace")
+            try:
+                k = labels.index(text)
+            except ValueError:
+                try:
+                    k = labels.index(int(text))
+                except ValueError:
+                    raise EvaluationError(
+                        f"svmlight line {int(parsed.lines[i]) + 1}: label {text!r} is not one "
+                        "of the classes (give them with --classes)"
+                    ) from None
+            cache[token] = k
+        out[i] = k
+    return out
+
+
+def _number_text(u: float) -> str:
+    return str(int(u)) if float(u).is_integer() else repr(u)
+
+
+# ----------------------------------------------------------------------------------------------
+# the command's work
+# ----------------------------------------------------------------------------------------------
+
+
+def build_spec(
+    *,
+    algorithm: str | None,
+    params: Mapping[str, Any],
+    bits: int | None,
+    hashing: bool,
+    dim: int | None,
+    classes: Sequence[Any] | None,
+    normalize: bool,
+    preset: str | None = None,
+    text: Mapping[str, Any] | None = None,
+    transform: str = "none",
+) -> ModelSpec:
+    """The model spec an evaluation runs, from the command's options (InvalidSpec if bad)."""
+    d: dict[str, Any] = {
+        "params": dict(params),
+        "hashing": hashing,
+        "normalize": normalize,
+        "transform": transform,
+    }
+    if algorithm is not None:
+        d["algorithm"] = algorithm
+    if preset is not None:
+        d["preset"] = preset
+    if bits is not None:
+        d["bits"] = bits
+    if dim is not None:
+        d["dim"] = dim
+    if classes is not None:
+        d["classes"] = list(classes)
+    if text is not None:
+        d["text"] = dict(text)
+    if preset is None and algorithm is None:
+        raise EvaluationError("give --algorithm NAME or --preset NAME")
+    if preset is not None and not params:
+        del d["params"]
+    return ModelSpec.from_dict(d)
+
+
+def parse_classes(text: str | None) -> list[Any] | None:
+    """``"ham,spam"`` → ``["ham", "spam"]``; integers stay integers (``"-1,1"`` → ``[-1, 1]``)."""
+    if text is None:
+        return None
+    names = [c.strip() for c in text.split(",")]
+    try:
+        return [int(c) for c in names]
+    except ValueError:
+        return names
+
+
+def _iter_chunks(n: int, size: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, n, size):
+        yield start, min(start + size, n)
+
+
+def evaluate_file(
+    path: Path,
+    *,
+    fmt: str | None = None,
+    algorithm: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    bits: int | None = None,
+    hashing: bool = True,
+    dim: int | None = None,
+    classes: Sequence[Any] | None = None,
+    normalize: bool = False,
+    preset: str | None = None,
+    text: Mapping[str, Any] | None = None,
+    transform: str = "none",
+    order: Path | None = None,
+    auc: bool = True,
+    chunk: int = 10_000,
+    progress: Progress | None = None,
+) -> Report:
+    """Progressive validation of one file; see the module docstring."""
+    t_start = time.perf_counter()
+    if chunk < 1:
+        raise EvaluationError(f"chunk must be >= 1, got {chunk}")
+    fmt = fmt or (
+        "svmlight" if path.suffix in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
+    )
+    if fmt not in ("ndjson", "svmlight"):
+        raise EvaluationError(f"--format must be ndjson or svmlight, got {fmt!r}")
+    params = dict(params or {})
+    if fmt == "svmlight":
+        if order is not None:
+            raise EvaluationError("--order needs ids: use an NDJSON file")
+        if bits is not None or preset is not None or text is not None:
+            raise EvaluationError(
+                "svmlight indices are used as given: --bits, --preset and --text do not apply"
+            )
+        parsed = parse_svmlight(path.read_bytes(), normalize=normalize, transform=transform)
+        size = max(dim or 0, parsed.max_index + 1, 1)
+        if dim is not None and parsed.max_index >= dim:
+            raise EvaluationError(
+                f"feature index {parsed.max_index} is out of range for --dim {dim}"
+            )
+        spec = build_spec(algorithm=algorithm, params=params, bits=None, hashing=False, dim=size,
+                          classes=classes, normalize=normalize, transform=transform)  # fmt: skip
+        y = svmlight_labels(parsed, Labels(spec.classes, spec.positive))
+        batches: Iterator[Batch] = iter([Batch(parsed.indptr, parsed.indices, parsed.data, y)])
+        total = parsed.n
+    else:
+        spec = build_spec(algorithm=algorithm, params=params, bits=bits, hashing=hashing, dim=dim,
+                          classes=classes, normalize=normalize, preset=preset, text=text,
+                          transform=transform)  # fmt: skip
+        examples = read_ndjson(path, read_order(order) if order is not None else None)
+        featurizer = spec.featurizer(max_features=1 << 20, max_text_chars=1 << 26)
+        total = len(examples)
+
+        def featurized() -> Iterator[Batch]:
+            for start, stop in _iter_chunks(total, chunk):
+                try:
+                    yield featurizer.transform(examples[start:stop])
+                except InvalidExample as e:
+                    where = start + (e.index or 0)
+                    what = "example" if order is not None else "example number"
+                    raise EvaluationError(
+                        f"{path}: {what} {where + 1}: {e.field}: {e.message}"
+                    ) from e
+
+        batches = featurized()
+    learner = spec.build_learner()
+    binary = spec.n_classes == 2
+    want_auc = auc and binary
+    flags_all: list[np.ndarray] = []
+    margins_all: list[np.ndarray] = []
+    labels_all: list[np.ndarray] = []
+    learn_seconds = 0.0
+    for batch in batches:
+        for start, stop in _iter_chunks(batch.n, chunk):
+            part = batch if (start, stop) == (0, batch.n) else batch.slice(start, stop)
+            margins = np.empty(part.n) if want_auc else None
+            flags, spent = learn_progressive(learner, part, margins=margins, chunk=chunk)
+            learn_seconds += spent
+            flags_all.append(flags)
+            labels_all.append(part.y)
+            if margins is not None:
+                margins_all.append(margins)
+            if progress is not None:
+                progress(part.n)
+    n = learner.examples_seen
+    area = None
+    if want_auc and n:
+        area = roc_auc(np.concatenate(margins_all), np.concatenate(labels_all) == 1)
+    seconds = time.perf_counter() - t_start
+    return Report(
+        file=str(path),
+        format=fmt,
+        algorithm=spec.algorithm,
+        params=dict(spec.params),
+        n_classes=spec.n_classes,
+        dim=spec.dim,
+        examples=n,
+        mistakes=learner.mistakes,
+        updates=learner.updates,
+        mistake_rate=learner.mistakes / n if n else 0.0,
+        auc=area,
+        one_minus_auc_percent=None if area is None else 100.0 * (1.0 - area),
+        seconds=seconds,
+        learn_seconds=learn_seconds,
+        examples_per_s=n / seconds if seconds > 0 else 0.0,
+    )
+
+
+def count_examples(path: Path, fmt: str | None) -> int:
+    """A cheap count of the examples in a file (non-blank lines), for a progress bar total."""
+    count = 0
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 24):
+            count += block.count(b"\n")
+    return count
+
+
+__all__ = [
+    "EvaluationError",
+    "Report",
+    "build_spec",
+    "evaluate_file",
+    "learn_progressive",
+    "parse_classes",
+    "read_ndjson",
+    "roc_auc",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# the command line's shell (service/cli.py delegates here)
+# ----------------------------------------------------------------------------------------------
+
+PROGRESS_MIN_BYTES = 8 << 20
+"""Files at least this large get a progress bar on stderr."""
+
+
+def parse_params(items: Sequence[str]) -> dict[str, Any]:
+    """``["C=0.5", "projection=true"]`` → ``{"C": "0.5", ...}``: strings, which the registry
+    coerces to each parameter's type (and validates)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise EvaluationError(f"--param must be KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def run_command(
+    path: Path,
+    *,
+    json_out: bool,
+    progress: bool = True,
+    **options: Any,
+) -> Report:
+    """Evaluate and print: a table (or one JSON object as stdout's last line)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.table import Table
+
+    err = Console(stderr=True)
+    show = progress and path.stat().st_size >= PROGRESS_MIN_BYTES
+    if show:
+        total = count_examples(path, options.get("fmt"))
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("learning", total=total)
+            report = evaluate_file(path, progress=lambda k: bar.advance(task, k), **options)
+    else:
+        report = evaluate_file(path, **options)
+    if json_out:
+        print(orjson.dumps(report.to_dict()).decode())
+        return report
+    table = Table(title=f"progressive validation of {path.name}", show_header=False)
+    params = ", ".join(f"{k}={v}" for k, v in report.params.items())
+    rows: list[tuple[str, str]] = [
+        ("algorithm", f"{report.algorithm}({params})"),
+        ("classes · dim", f"{report.n_classes} · {report.dim}"),
+        ("examples", f"{report.examples:,}"),
+        ("mistakes", f"{report.mistakes:,}"),
+        ("updates", f"{report.updates:,}"),
+        ("mistake rate", f"{report.mistake_rate:.4%}"),
+    ]
+    if report.auc is not None:
+        rows.append(
+            ("ROC AUC", f"{report.auc:.4f}  ((1−ROCA)% = {report.one_minus_auc_percent:.3f})")
+        )
+    rows += [
+        ("seconds (whole run)", f"{report.seconds:.3f}"),
+        ("learn seconds", f"{report.learn_seconds:.4f}"),
+        ("examples/s (whole run)", f"{report.examples_per_s:,.0f}"),
+    ]
+    for k, v in rows:
+        table.add_row(k, v)
+    Console().print(table)
+    return report

@@ -1,0 +1,276 @@
+"""``streamlearn evaluate``: the svmlight reader (exact values, errors by line), ROC AUC,
+progressive semantics (chunking is invisible, AUC from the served margins), both formats
+agree, the CLI through typer's runner and once through ``python -m service.cli``."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from service.cli import app
+from service.errors import MalformedBody
+from service.evaluate import EvaluationError, evaluate_file, parse_classes, roc_auc
+from service.learning.features import Batch
+from service.learning.spec import ModelSpec
+from service.svmlight import parse_svmlight
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_stream(tmp: Path, n: int = 600, seed: int = 0, k: int = 2) -> tuple[Path, Path]:
+    """The same random sparse stream as NDJSON (integer names, no hashing) and svmlight."""
+    rng = random.Random(seed)
+    w = [[rng.gauss(0, 1) for _ in range(30)] for _ in range(k)]
+    nd, svm = [], []
+    for i in range(n):
+        idx = sorted(rng.sample(range(30), 6))
+        val = [round(rng.uniform(-2, 2), 3) for _ in idx]
+        scores = [sum(w[c][j] * v for j, v in zip(idx, val, strict=True)) for c in range(k)]
+        y = max(range(k), key=lambda c: scores[c])
+        if rng.random() < 0.1:
+            y = rng.randrange(k)
+        label = (1 if y == 1 else -1) if k == 2 else f"c{y}"
+        nd.append(
+            json.dumps(
+                {
+                    "id": f"ex-{i}",
+                    "features": {str(j): v for j, v in zip(idx, val, strict=True)},
+                    "label": label,
+                }
+            )
+        )
+        svm.append(f"{label} " + " ".join(f"{j}:{v}" for j, v in zip(idx, val, strict=True)))
+    a, b = tmp / "stream.jsonl", tmp / "stream.svm"
+    a.write_text("\n".join(nd) + "\n")
+    b.write_text("\n".join(svm) + "\n")
+    return a, b
+
+
+# --- ROC AUC ------------------------------------------------------------------------------------
+
+
+def test_roc_auc_matches_scikit_learn_with_ties() -> None:
+    metrics = pytest.importorskip("sklearn.metrics")
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        n = int(rng.integers(2, 300))
+        scores = rng.integers(-5, 5, size=n).astype(float)  # many ties
+        y = rng.random(n) < 0.4
+        if y.all() or not y.any():
+            assert roc_auc(scores, y) is None
+            continue
+        assert roc_auc(scores, y) == pytest.approx(metrics.roc_auc_score(y, scores), abs=1e-12)
+
+
+# --- the svmlight reader ------------------------------------------------------------------------
+
+
+def test_svmlight_values_are_exactly_what_float_gives() -> None:
+    rng = random.Random(1)
+    tokens = [
+        "0.64", "1e-3", "-2.5E+2", "3", "+7.", ".5", "0.1000000000000000055511151231257827",
+        "123456789012345678", "1e22", "1e-22", "4.9e-300", "-0", "0.000000123", "9007199254740993",
+    ]  # fmt: skip
+    tokens += [repr(rng.uniform(-1e6, 1e6)) for _ in range(300)]
+    tokens += [f"{rng.uniform(-10, 10):.{rng.randint(0, 12)}f}" for _ in range(300)]
+    text = "\n".join(f"1 {i}:{t}" for i, t in enumerate(tokens)).encode()
+    parsed = parse_svmlight(text)
+    expected = [float(t) for t in tokens]
+    nonzero = [(i, v) for i, v in enumerate(expected) if v != 0.0]
+    assert parsed.indices.tolist() == [i for i, _ in nonzero]
+    assert parsed.data.tolist() == [v for _, v in nonzero]  # bit for bit
+
+
+def test_svmlight_matches_scikit_learn_loader(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("sklearn.datasets")
+    _, svm = write_stream(tmp_path, n=300)
+    X, y = datasets.load_svmlight_file(str(svm), zero_based=True)
+    parsed = parse_svmlight(svm.read_bytes())
+    dense = np.zeros((parsed.n, X.shape[1]))
+    for i in range(parsed.n):
+        lo, hi = parsed.indptr[i], parsed.indptr[i + 1]
+        dense[i, parsed.indices[lo:hi]] = parsed.data[lo:hi]
+    np.testing.assert_array_equal(dense, X.toarray())
+    np.testing.assert_array_equal(parsed.label_values, y)
+
+
+def test_svmlight_comments_qid_blank_lines_crlf_duplicates_and_names() -> None:
+    text = b"# header\r\n\r\nspam qid:3 5:1 2:2 5:0.5 # trailing\r\n  ham 1:0 7:1\n\nham\n"
+    parsed = parse_svmlight(text)
+    assert parsed.n == 3 and parsed.labels == [b"spam", b"ham", b"ham"]
+    assert parsed.indptr.tolist() == [0, 2, 3, 3]
+    assert parsed.indices.tolist() == [2, 5, 7]  # sorted, duplicates summed, zeros dropped
+    assert parsed.data.tolist() == [2.0, 1.5, 1.0]
+    assert parsed.lines.tolist() == [2, 3, 5]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "needle"),
+    [
+        (b"1 1:1\n1 2\n", 2, "idx:val"),
+        (b"1 1:1\n\n-1 x:1\n", 3, "index"),
+        (b"1 -1:1\n", 1, "index"),
+        (b"1 1:abc\n", 1, "decimal"),
+        (b"1 1:nan\n", 1, "decimal"),
+        (b"1 1:1e999\n", 1, "finite"),
+        (b"1 1:1.5.5\n", 1, "decimal"),
+        (b"1 99999999999:1\n", 1, "too large"),
+    ],
+)
+def test_svmlight_errors_name_the_line(text: bytes, line: int, needle: str) -> None:
+    with pytest.raises(MalformedBody, match=needle) as e:
+        parse_svmlight(text)
+    assert f"line {line}:" in e.value.message
+
+
+# --- progressive evaluation ----------------------------------------------------------------------
+
+
+def test_chunking_is_invisible_and_auc_comes_from_the_served_margins(tmp_path: Path) -> None:
+    nd, _ = write_stream(tmp_path)
+    opts = {"algorithm": "averaged_perceptron", "hashing": False, "dim": 30}
+    whole = evaluate_file(nd, chunk=10_000, **opts)
+    small = evaluate_file(nd, chunk=7, **opts)
+    fast = evaluate_file(nd, chunk=64, auc=False, **opts)
+    for r in (small, fast):
+        assert (r.examples, r.mistakes, r.updates) == (
+            whole.examples,
+            whole.mistakes,
+            whole.updates,
+        )
+    assert small.auc == whole.auc and fast.auc is None
+    # the reference: one example at a time, margins read from the served model
+    spec = ModelSpec.from_dict({"algorithm": "averaged_perceptron", "hashing": False, "dim": 30})
+    lines = [json.loads(x) for x in nd.read_text().splitlines()]
+    batch = spec.featurizer().transform(lines)
+    learner = spec.build_learner()
+    margins, mistakes = [], 0
+    for i in range(batch.n):
+        row = batch.row(i)
+        margins.append(float(learner.decision(row)[0]))
+        mistakes += int(learner.learn(row)[0])
+    assert whole.mistakes == mistakes and whole.examples == 600
+    assert whole.auc == roc_auc(np.array(margins), batch.y == 1)
+    assert 0.5 < whole.auc <= 1.0
+
+
+def test_ndjson_and_svmlight_agree(tmp_path: Path) -> None:
+    nd, svm = write_stream(tmp_path, seed=3)
+    a = evaluate_file(nd, algorithm="pa1", params={"C": 0.5}, hashing=False, dim=30)
+    b = evaluate_file(svm, algorithm="pa1", params={"C": "0.5"}, dim=30)
+    assert b.format == "svmlight" and b.dim == 30
+    assert (a.mistakes, a.updates, a.auc) == (b.mistakes, b.updates, b.auc)
+    assert evaluate_file(svm, algorithm="pa1").dim == 30  # max index + 1 (29 is used)
+
+
+def test_order_file_reorders_by_id(tmp_path: Path) -> None:
+    nd, _ = write_stream(tmp_path, n=200, seed=4)
+    lines = nd.read_text().splitlines()
+    order = tmp_path / "order.txt"
+    order.write_text("\n".join(json.loads(x)["id"] for x in reversed(lines)) + "\n")
+    reversed_file = tmp_path / "reversed.jsonl"
+    reversed_file.write_text("\n".join(reversed(lines)) + "\n")
+    opts = {"algorithm": "perceptron", "hashing": False, "dim": 30}
+    by_order = evaluate_file(nd, order=order, **opts)
+    direct = evaluate_file(reversed_file, **opts)
+    assert (by_order.mistakes, by_order.auc) == (direct.mistakes, direct.auc)
+    order.write_text("ex-0\nnope\n")
+    with pytest.raises(EvaluationError, match="not in"):
+        evaluate_file(nd, order=order, **opts)
+
+
+def test_multiclass_files_have_no_auc(tmp_path: Path) -> None:
+    nd, svm = write_stream(tmp_path, k=3, seed=5)
+    for path in (nd, svm):
+        hashing = {"hashing": False} if path == nd else {}
+        r = evaluate_file(path, algorithm="pa1", classes=["c0", "c1", "c2"], dim=30, **hashing)
+        assert r.n_classes == 3 and r.auc is None and 0 < r.mistakes < r.examples / 2
+
+
+def test_bad_inputs_raise_evaluation_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"features": {"a": 1}, "label": 1}\n{"features": {"a": "x"}, "label": 1}\n')
+    with pytest.raises(EvaluationError, match=r"example number 2: features\.a"):
+        evaluate_file(bad, algorithm="pa1")
+    with pytest.raises(EvaluationError, match="--algorithm"):
+        evaluate_file(bad)
+    assert parse_classes("ham,spam") == ["ham", "spam"] and parse_classes("-1,1") == [-1, 1]
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def test_cli_evaluates_spambase_in_its_shuffled_order(
+    spambase_path: Path, spambase_order_path: Path
+) -> None:
+    args = [
+        "evaluate", str(spambase_path), "--order", str(spambase_order_path),
+        "--algorithm", "pa1", "--classes", "ham,spam", "--transform", "log1p", "--json",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    for key in ("examples", "mistakes", "updates", "mistake_rate", "auc", "seconds",
+                "learn_seconds"):  # fmt: skip
+        assert key in report
+    assert report["examples"] == 4601
+    assert report["mistake_rate"] < 0.2 and report["auc"] > 0.9
+    assert 0 < report["learn_seconds"] <= report["seconds"]
+    table = CliRunner().invoke(app, args[:-1])
+    assert table.exit_code == 0 and "ROC AUC" in table.stdout and "4,601" in table.stdout
+
+
+def test_cli_reports_bad_files_with_exit_code_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:1\n1 oops\n")
+    result = CliRunner().invoke(app, ["evaluate", str(bad), "-a", "pa1"])
+    assert result.exit_code == 2
+    assert "line 2" in result.output
+    result = CliRunner().invoke(app, ["evaluate", str(bad), "-a", "pa1", "-p", "C"])
+    assert result.exit_code == 2 and "KEY=VALUE" in result.output
+
+
+def test_python_dash_m_service_cli_evaluate(tmp_path: Path) -> None:
+    _, svm = write_stream(tmp_path, n=300, seed=6)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "evaluate",
+            str(svm),
+            "-a",
+            "pa1",
+            "-p",
+            "C=0.1",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["examples"] == 300 and report["params"] == {"C": 0.1}
+    assert report["algorithm"] == "pa1" and report["format"] == "svmlight"
+
+
+def test_progressive_learning_with_a_batch_equals_evaluate(tmp_path: Path) -> None:
+    """evaluate's counters are the learner's own (mistakes as served, updates as changes)."""
+    _, svm = write_stream(tmp_path, n=400, seed=7)
+    parsed = parse_svmlight(svm.read_bytes())
+    y = (parsed.label_values == 1).astype(np.int32)
+    learner = ModelSpec.from_dict(
+        {"algorithm": "mira", "hashing": False, "dim": 30}
+    ).build_learner()
+    learner.learn(Batch(parsed.indptr, parsed.indices, parsed.data, y))
+    r = evaluate_file(svm, algorithm="mira", dim=30, auc=False)
+    assert (r.mistakes, r.updates) == (learner.mistakes, learner.updates)
