@@ -107,6 +107,10 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
         )
         assert page.get_attribute("#chart path.series.mistakes", "d") != path_before
         assert page.locator("#chart path.series.updates").count() == 1
+        page.click('.legend .toggle[data-series="updates"]')  # hide a series, then show it again
+        page.wait_for_selector("#chart path.series.updates", state="detached", timeout=TIMEOUT_MS)
+        page.click('.legend .toggle[data-series="updates"]')
+        page.wait_for_selector("#chart path.series.updates", state="attached", timeout=TIMEOUT_MS)
         assert page.locator("#rate-chart path.series.rate").count() == 1
         wait_text(page, "#stat-lag", "0")
 

@@ -18,7 +18,10 @@
     last: {},
     timer: null,
     versionsSig: "",
+    hidden: JSON.parse(localStorage.getItem("streamlearn.hidden") || "{}"), // series toggled off
+    allVersions: false,
   };
+  const VERSIONS_SHOWN = 8;
 
   const $ = (id) => document.getElementById(id);
 
@@ -220,7 +223,9 @@
     const marks = points.filter((p) => p.drift).map((p) => p.x);
     // Rollbacks reset the counters: history stays append-only, so examples_seen steps back.
     const resets = points.filter((p, i) => i && p.x < points[i - 1].x).map((p) => p.x);
-    drawChart($("chart"), [{ cls: "updates", points: up }, { cls: "mistakes", points: mk }], { marks, resets });
+    const shown = [{ cls: "updates", points: up }, { cls: "mistakes", points: mk }]
+      .filter((series) => !state.hidden[series.cls]);
+    drawChart($("chart"), shown, { marks, resets });
     let from = 0;
     points.forEach((p, i) => { if (i && p.x < points[i - 1].x) from = i; });
     points = points.slice(from); // the rate is about the learner as it is now
@@ -289,7 +294,14 @@
     const sig = JSON.stringify([name, list, head, pinned]);
     if (sig === state.versionsSig) return;
     state.versionsSig = sig;
-    const rows = list.slice().sort((a, b) => versionNumber(b) - versionNumber(a)).map((v) => {
+    const sorted = list.slice().sort((a, b) => versionNumber(b) - versionNumber(a));
+    // The newest few, plus the serving and pinned ones wherever they are, unless asked for all.
+    const keep = sorted.filter((v, i) => state.allVersions || i < VERSIONS_SHOWN
+      || versionNumber(v) === +head || (typeof v === "object" && v.pinned));
+    const more = $("versions-more");
+    more.classList.toggle("hidden", sorted.length <= VERSIONS_SHOWN);
+    more.textContent = state.allVersions ? "show fewer" : `show all ${sorted.length} versions`;
+    const rows = keep.map((v) => {
       const n = versionNumber(v);
       const tr = document.createElement("tr");
       tr.dataset.version = n;
@@ -429,6 +441,20 @@
     }
   }
 
+  document.querySelectorAll(".legend .toggle").forEach((b) => {
+    b.classList.toggle("off", !!state.hidden[b.dataset.series]);
+    b.addEventListener("click", () => {
+      state.hidden[b.dataset.series] = !state.hidden[b.dataset.series];
+      localStorage.setItem("streamlearn.hidden", JSON.stringify(state.hidden));
+      b.classList.toggle("off", state.hidden[b.dataset.series]);
+      poll();
+    });
+  });
+  $("versions-more").addEventListener("click", () => {
+    state.allVersions = !state.allVersions;
+    state.versionsSig = "";
+    poll();
+  });
   $("key-button").addEventListener("click", () => askKey("The key this page sends with each request (kept in this tab only).", poll));
   window.addEventListener("resize", () => { state.versionsSig = ""; poll(); });
   poll();
