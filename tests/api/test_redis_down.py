@@ -1,0 +1,54 @@
+"""Redis down → 503 with Retry-After (never a 500), and recovery when it returns."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from service.settings import Settings
+from tests.api.conftest import BINARY_SPEC, assert_error, dense, running
+from tests.redis_servers import RedisServer
+
+POS = {"features": [1.0, 0.0, 0.0, 0.0]}
+
+
+@pytest.fixture
+def server():  # type: ignore[no-untyped-def]
+    with RedisServer() as srv:
+        yield srv
+
+
+async def test_503_while_redis_is_down_then_recovery(server: RedisServer) -> None:
+    settings = Settings(
+        redis_url=server.url, key_prefix=f"t{uuid.uuid4().hex[:8]}", cache_check_s=0.2
+    )
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        assert (await c.post("/models/m/examples", json=dense(1))).status_code == 202
+        assert (await c.post("/models/m/predict", json=POS)).status_code == 200
+        server.stop()
+        for call in (
+            c.post("/models/m/examples", json=dense(0)),
+            c.post("/models/m/predict", json=POS),  # keeping features for feedback needs Redis
+            c.get("/models/m/metrics"),
+            c.get("/models"),
+            c.put("/models/other", json=BINARY_SPEC),
+        ):
+            r = await call
+            assert_error(r, 503, "store_unavailable")
+            assert r.headers["retry-after"] == "1"
+        assert_error(await c.get("/readyz"), 503, "not_ready", "Redis")
+        assert (await c.get("/healthz")).status_code == 200
+        server.start()
+        # a pooled connection may still be the dead one: at most a few 503s, never a 500
+        for _ in range(50):
+            r = await c.post("/models/m/examples", json=dense(0))
+            if r.status_code != 503:
+                break
+            await asyncio.sleep(0.1)
+        assert r.status_code == 202, r.text
+        assert (await c.post("/models/m/predict", json=POS)).status_code == 200
+        metrics = (await c.get("/models/m/metrics")).json()
+        assert metrics["lag"] == 2  # both successful appends survived the restart (AOF always)
