@@ -36,12 +36,14 @@ from service.replay import (
 )
 
 # Spambase has 57 numeric features whose scales differ by orders of magnitude (capitalTotal
-# reaches the thousands). AdaGrad's per-feature step sizes absorb that: on the shuffled stream
-# it makes ~12 % progressive mistakes where PA-I makes ~31 % (and ~40 % with L2 normalisation).
+# reaches the thousands). log1p tames the heavy tails and AdaGrad's per-feature step sizes
+# absorb the rest: on the shuffled stream this makes 7.5 % progressive mistakes (346 of
+# 4,601), against 11.7 % for AdaGrad on raw values and 31 % for the text spam preset's PA-I.
 # 57 features need no more than 2**12 hashed buckets, which keeps each version small.
 DEMO_MODEL = "spambase"
 DEMO_SPEC: dict[str, Any] = {
     "algorithm": "adagrad",
+    "transform": "log1p",
     "classes": ["ham", "spam"],
     "positive": "spam",
     "bits": 12,
