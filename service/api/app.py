@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -32,7 +33,7 @@ DESCRIPTION = """Streaming online learning: post labeled examples, get predictio
 newest weights, watch mistakes. See docs/api.md for every endpoint, error and limit."""
 
 
-def _lifespan(state: AppState):  # type: ignore[no-untyped-def]
+def _lifespan(state: AppState) -> Any:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from service.store import Keys, Store, connect

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request
 
@@ -51,7 +51,7 @@ BackendDep = Annotated[Backend, Depends(get_backend)]
 CacheDep = Annotated[ModelCache, Depends(get_cache)]
 
 
-def require(scope: str):  # type: ignore[no-untyped-def]
+def require(scope: str) -> Any:
     """A dependency that lets the request through only with a key carrying ``scope``."""
 
     def check(

@@ -103,7 +103,7 @@ async def domain_error(_: Request, exc: Exception) -> FastJSON:
     return error_response(status, exc.code, describe(exc), field=exc.field, index=exc.index)
 
 
-def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
+def _loc(loc: Any) -> str:
     parts = [str(p) for p in loc if p not in ("body",)] or ["body"]
     out = parts[0]
     for p in parts[1:]:

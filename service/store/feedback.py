@@ -92,7 +92,7 @@ async def take(client: aioredis.Redis | Any, keys: Keys, m: str, pid: str) -> Ba
         raise PredictionNotFound(
             f"prediction_id {pid!r} is unknown or expired for model {m!r}", field="prediction_id"
         )
-    indices, data = decode_row(raw)
+    indices, data = decode_row(bytes(raw) if not isinstance(raw, str) else raw.encode())
     return Batch(
         np.array([0, indices.shape[0]], dtype=np.int64), indices, data, np.full(1, -1, np.int32)
     )
