@@ -173,6 +173,21 @@ def test_client_commands_against_live_service(settings, tmp_path: Path) -> None:
         r = runner.invoke(app, ["metrics", "nope", *url])
         assert r.exit_code == 1 and "model_not_found" in r.output
 
+        svm = tmp_path / "d.svm"
+        svm.write_text(
+            "# label index:value\n"
+            + "".join(f"{1 if i % 2 else -1} {i % 5}:1.5 7:1\n" for i in range(25))
+        )
+        with Client(live.url) as c:
+            c.create_model("svm", {"algorithm": "pa1", "hashing": False, "dim": 8})
+        r = runner.invoke(
+            app, ["replay", str(svm), "-m", "svm", "--batch-size", "10", *url], terminal_width=200
+        )
+        assert r.exit_code == 0, r.output
+        assert "posted 25 examples in 3 requests" in r.output
+        with Client(live.url) as c:
+            assert c.metrics("svm")["examples_seen"] == 25
+
 
 def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The demo's model, learned through HTTP, the stream and the worker, makes exactly the

@@ -231,7 +231,30 @@ def test_client_against_live_service(settings) -> None:  # type: ignore[no-untyp
 
         versions = c.versions("m1")
         assert versions["versions"], versions
-        assert c.history("m1") is not None
+        assert c.history("m1")["points"]
+
+        fed = c.feedback("m1", one["prediction_id"], -1)  # learns from the kept features
+        assert fed["accepted"] == 1
+        wait_for(lambda: c.metrics("m1")["examples_seen"] == 21)
+        with pytest.raises(ClientError) as unknown:
+            c.feedback("m1", "no-such-prediction", 1)
+        assert (unknown.value.status, unknown.value.code) == (404, "prediction_not_found")
+
+        c.create_model("t1", {"algorithm": "pa1", "bits": 10, "text": {}})
+        quick = c.predict_text("t1", "hello there")  # GET …/predict?text=
+        assert {"label", "score", "version"} <= set(quick)
+        first = min(int(v["version"]) for v in c.versions("m1")["versions"])
+        meta = c.version("m1", first)
+        assert int(meta["version"]) == first
+        assert c.version("m1", first, fmt="npy")[:6] == b"\x93NUMPY"
+        c.pin("m1", first)
+        assert c.versions("m1")["head"] == first
+        assert c.predict("m1", {"features": {"a": 1.0}})["version"] == first
+        rolled = c.rollback("m1", first)
+        assert rolled is not None
+        with pytest.raises(ClientError) as no_version:
+            c.version("m1", 9999)
+        assert (no_version.value.status, no_version.value.code) == (404, "version_not_found")
 
         with pytest.raises(ClientError) as missing:
             c.metrics("nope")
