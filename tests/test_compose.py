@@ -110,3 +110,21 @@ def test_dockerignore_keeps_local_state_out() -> None:
         assert entry in ignored
     for needed in ("service", "workers", "pyproject.toml", "README.md"):
         assert needed not in ignored
+
+
+def test_the_installed_package_ships_the_dashboard() -> None:
+    """The image runs ``pip install .``: every dashboard file must be package data."""
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["service"]
+    static = ROOT / "service" / "api" / "static"
+    files = [p.relative_to(ROOT / "service").as_posix() for p in static.rglob("*") if p.is_file()]
+    assert {"api/static/index.html", "api/static/dashboard.js", "api/static/dashboard.css"} <= set(
+        files
+    )
+    for f in files:
+        assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f"{f} would not be installed"
+    scripts = config["project"]["scripts"]
+    assert scripts["streamlearn"] == "service.cli:main"
