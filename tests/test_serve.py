@@ -105,10 +105,11 @@ def test_urls_and_redaction() -> None:
 
 @contextmanager
 def serve_process(
-    data_dir: Path, *extra: str
+    data_dir: Path, *extra: str, env_extra: dict[str, str] | None = None
 ) -> Iterator[tuple[str, list[str], subprocess.Popen[str]]]:
     """Run ``streamlearn serve`` until its banner is out; yield (url, output lines, process)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMLEARN_")}
+    env.update(env_extra or {})
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
@@ -184,3 +185,21 @@ def test_serve_on_fakeredis_says_data_is_lost_on_exit(tmp_path: Path) -> None:
         assert learn_and_wait(url, "f", 10)["examples_seen"] == 10
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 0, "".join(lines)
+
+
+def test_serve_uses_the_configured_redis(tmp_path: Path, settings: Settings) -> None:
+    env = {
+        "STREAMLEARN_REDIS_URL": str(settings.redis_url),
+        "STREAMLEARN_KEY_PREFIX": settings.key_prefix,
+    }
+    with serve_process(tmp_path, env_extra=env) as (url, lines, proc):
+        assert f"Redis: {settings.redis_url} (STREAMLEARN_REDIS_URL)" in "".join(lines)
+        assert learn_and_wait(url, "r", 5)["examples_seen"] == 5
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0, "".join(lines)
+    assert not (tmp_path / "appendonlydir").exists(), "no embedded Redis may start"
+    client = redis.Redis.from_url(str(settings.redis_url))
+    try:
+        assert client.sismember(f"{settings.key_prefix}:models", "r")
+    finally:
+        client.close()
