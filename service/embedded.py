@@ -15,9 +15,13 @@ child is ready): the rule that only ``service/store`` imports redis stays true.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +31,7 @@ from typing import Any, Literal, Self
 
 Kind = Literal["redis-server", "fakeredis"]
 HOST = "127.0.0.1"
+PR_SET_PDEATHSIG = 1  # from <sys/prctl.h>
 
 DURABILITY = {
     "redis-server": "durable: append-only file (fsync every second) in {data_dir}; "
@@ -126,7 +131,16 @@ def start_redis_server(
             "--protected-mode", "yes",
             "--logfile", str(directory / "redis.log"),
         ]  # fmt: skip
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        # Own session: a Ctrl-C in the terminal reaches serve, not Redis, so the worker can
+        # still commit before serve stops Redis itself. Parent-death signal: if serve is
+        # killed outright, Redis gets SIGTERM (and flushes its AOF) instead of living on.
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and proc.poll() is None:
             if ping(HOST, port):
@@ -143,6 +157,14 @@ def start_redis_server(
         proc.wait()
         last_error = _log_tail(directory / "redis.log")
     raise RuntimeError(f"redis-server did not start in {directory}: {last_error}")
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGTERM when the parent dies (no-op elsewhere)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 def _log_tail(path: Path, lines: int = 5) -> str:

@@ -159,13 +159,26 @@ def serve(
         if not server.started:
             code = 1
     finally:
+        code = _stop(worker, redis, say) or code
+    return code
+
+
+def _stop(worker: WorkerThread, redis: EmbeddedRedis | None, say: Say) -> int:
+    """Stop the worker (it commits), then the embedded Redis — the latter even if a second
+    Ctrl-C cuts the wait for the worker short (the uncommitted batch is replayed next time)."""
+    code = 0
+    try:
         say("Stopping: worker commits its batch…")
         if not worker.stop():
             say("worker did not stop in time")
-            code = code or 1
+            code = 1
         if worker.error is not None:
             say(f"worker failed: {worker.error!r}")
-            code = code or 1
+            code = 1
+    except KeyboardInterrupt:
+        say("interrupted: not waiting for the worker")
+        code = 130
+    finally:
         if redis is not None:
             redis.stop()
             say(f"Embedded Redis stopped ({redis.kind}).")

@@ -57,6 +57,32 @@ def test_redis_server_child_keeps_data_across_restarts(tmp_path: Path) -> None:
         client.close()
 
 
+@needs_redis_server
+def test_redis_server_child_dies_with_its_parent(tmp_path: Path) -> None:
+    """If serve is killed outright (SIGKILL), its private Redis must not live on."""
+    code = (
+        "import sys, time\n"
+        "from service.embedded import start_redis_server\n"
+        "e = start_redis_server(sys.argv[1])\n"
+        "print(e.url, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        url = (parent.stdout.readline() if parent.stdout else "").strip()
+        port = port_of(url)
+        assert ping("127.0.0.1", port)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while ping("127.0.0.1", port):
+        assert time.monotonic() < deadline, "redis-server outlived its killed parent"
+        time.sleep(0.1)
+
+
 def test_fakeredis_server_speaks_redis_and_stops() -> None:
     with start_fakeredis() as fake:
         assert fake.kind == "fakeredis" and "lost on exit" in fake.durability
@@ -115,6 +141,7 @@ def serve_process(
         [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
          "--data-dir", str(data_dir), *extra],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,  # its own process group, as a shell gives a foreground job
     )  # fmt: skip
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
@@ -168,8 +195,13 @@ def test_serve_on_embedded_redis_server_is_durable_and_stops_cleanly(tmp_path: P
         metrics = learn_and_wait(url, "m", 50)
         assert metrics["examples_seen"] == 50
         assert "<title>streamlearn</title>" in httpx.get(url + "/").text
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in a terminal: the whole foreground group
         assert proc.wait(30) == 0, "".join(lines)
+    assert "worker failed" not in "".join(lines) and "did not stop" not in "".join(lines)
+    log = (tmp_path / "redis.log").read_text()
+    assert "Received SIGTERM" in log and "Received SIGINT" not in log, (
+        "serve must stop Redis itself"
+    )
     assert not ping("127.0.0.1", redis_port), "the embedded redis-server outlived serve"
     assert "Embedded Redis stopped" in "".join(lines)
 
