@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import multiprocessing as mp
 import os
 import statistics
@@ -58,7 +59,7 @@ def synthetic(n: int, bits: int, nnz: int, seed: int = 0) -> Batch:
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(keep.sum(axis=1), out=indptr[1:])
     indices = idx[keep].astype(np.int32)
-    data = rng.random(indices.shape[0]) + 0.1
+    data = np.asarray(rng.random(indices.shape[0]) + 0.1, dtype=np.float64)
     w_true = rng.standard_normal(dim)
     margin = np.add.reduceat(w_true[indices] * data, indptr[:-1])
     y = (margin > 0).astype(np.int32)
@@ -86,7 +87,7 @@ def _naive_producer(
     import redis  # bench code, not service code: the layout rule is about service/
 
     data = synthetic(n, bits, nnz)
-    client = redis.Redis.from_url(url)
+    client: Any = redis.Redis.from_url(url)
     y_signed = np.where(data.y == 1, 1, -1)
     out.put(("start", time.monotonic()))
     for start in range(0, n, batch):
@@ -107,7 +108,7 @@ def naive_run(url: str, n: int, bits: int, nnz: int, batch: int, c: float = 1.0)
     """Examples/s end to end (first append → last example learned and acknowledged)."""
     import redis
 
-    client = redis.Redis.from_url(url)
+    client: Any = redis.Redis.from_url(url)
     stream, group = f"bench-naive-{uuid.uuid4().hex[:8]}", "g"
     client.xgroup_create(stream, group, id="0", mkstream=True)
     w = np.zeros(1 << bits)
@@ -226,6 +227,7 @@ class PipelineRun:
     end_to_end: float  # examples/s, first append -> last entry committed
     append_rate: float  # examples/s of the producer alone
     freshness_ms: float  # last append acknowledged -> a version covering it
+    committed_ms: float  # last append acknowledged -> a commit covering it
     commit_ms: list[float]
     publish_ms: list[float]
 
@@ -268,6 +270,7 @@ async def pipeline_run(url: str, n: int, bits: int, nnz: int, batch: int) -> Pip
             end_to_end=n / (t_committed - t_start),
             append_rate=n / (t_done - t_start),
             freshness_ms=1000 * (t_published - t_done),
+            committed_ms=1000 * (t_committed - t_done),
             commit_ms=[1000 * x for x in probe.commits],
             publish_ms=[1000 * x for x in probe.publishes],
         )
@@ -331,7 +334,8 @@ async def burst_latencies(url: str, bits: int, nnz: int, batch: int, bursts: int
             entry = (await producer.append("bench", part)).entry_id
             t_acked = time.monotonic()
             assert entry is not None
-            await _wait_for(lambda e=entry: probe.first_covering(e, published=True), 10)
+            covered = functools.partial(probe.first_covering, entry, published=True)
+            await _wait_for(covered, 10)
             t_pub = probe.first_covering(entry, published=True)
             assert t_pub is not None
             out.append(1000 * (t_pub - t_acked))
@@ -354,7 +358,7 @@ def breakdown(url: str, n: int, bits: int, nnz: int, batch: int) -> list[tuple[s
 
     parts = list(chunks(synthetic(n, bits, nnz), batch))
     payloads, t_encode = timed(lambda: [encode_batch(b) for b in parts])
-    client = redis.Redis.from_url(url)
+    client: Any = redis.Redis.from_url(url)
     key = f"bench-breakdown-{uuid.uuid4().hex[:8]}"
     try:
         pipe = client.pipeline(transaction=False)
@@ -488,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
                     "commit + publish p50 / p99",
                     f"{pct(publish_all, 50):.1f} / {pct(publish_all, 99):.1f}",
                 ),
+                ("last append -> commit (stream)", f"{med(r.committed_ms for r in runs):.0f}"),
                 ("last append -> version (stream)", f"{med(r.freshness_ms for r in runs):.0f}"),
                 (
                     f"burst append -> version p50 / p99 ({len(bursts)})",

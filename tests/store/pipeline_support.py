@@ -36,7 +36,7 @@ def synthetic(n: int, dim: int, nnz: int, seed: int) -> Batch:
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(keep.sum(axis=1), out=indptr[1:])
     indices = idx[keep].astype(np.int32)
-    data = rng.standard_normal(indices.shape[0])
+    data = np.asarray(rng.standard_normal(indices.shape[0]), dtype=np.float64)
     w_true = rng.standard_normal(dim)
     margin = np.add.reduceat(w_true[indices] * data, indptr[:-1])
     y = (margin > 0).astype(np.int32)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -81,13 +82,22 @@ async def store(chaos_settings: Settings) -> AsyncIterator[Store]:
     await st.close()
 
 
-async def wait_until(predicate, timeout: float, poll: float = 0.0005) -> bool:  # type: ignore[no-untyped-def]
+async def wait_until(
+    predicate: Callable[[], Awaitable[bool]], timeout: float, poll: float = 0.0005
+) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if await predicate():
             return True
         await asyncio.sleep(poll)
     return False
+
+
+async def wait_ready(worker: WorkerProcess, timeout: float = 20) -> None:
+    """Until the worker has installed its signal handlers (see ``WorkerProcess.ready``)."""
+    deadline = time.monotonic() + timeout
+    while not worker.ready() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 async def test_sigkill_chaos_is_exactly_once(
@@ -120,7 +130,7 @@ async def test_sigkill_chaos_is_exactly_once(
                 await append(m, batches[m][int(idx[0]) : int(idx[-1]) + 1])
 
     keys = store.keys
-    client = aioredis.Redis.from_url(redis_url)
+    client: Any = aioredis.Redis.from_url(redis_url)
     log = tmp_path / "worker.log"
     watcher = CommitWatcher(client, {m: keys.state(m) for m in MODELS})
     stop = asyncio.Event()
@@ -128,7 +138,7 @@ async def test_sigkill_chaos_is_exactly_once(
     modes: list[str] = []
     try:
 
-        async def cursors() -> tuple[bytes | None, ...]:
+        async def cursors() -> tuple[Any, ...]:
             return tuple([await client.hget(keys.state(m), "cursor") for m in MODELS])
 
         for k in range(KILLS):
@@ -279,7 +289,7 @@ async def test_racing_workers_are_fenced(
             cut[m] = stop
 
     keys = store.keys
-    client = aioredis.Redis.from_url(redis_url)
+    client: Any = aioredis.Redis.from_url(redis_url)
     log = tmp_path / "workers.log"
     watcher = CommitWatcher(client, {m: keys.state(m) for m in RACE_MODELS})
     stop_watch = asyncio.Event()
@@ -318,7 +328,7 @@ async def test_racing_workers_are_fenced(
                 )
                 w.signal(signal.SIGCONT)
             else:
-                await wait_until(lambda: asyncio.sleep(0, w.ready()), timeout=20, poll=0.01)  # noqa: B023
+                await wait_ready(w)
                 w.signal(signal.SIGTERM)
                 code = await asyncio.to_thread(w.wait, 30)
                 assert code == 0, f"SIGTERM exit {code}: {w.tail()}"
@@ -327,7 +337,7 @@ async def test_racing_workers_are_fenced(
         await append_some(1.0)
         for w in slots:
             if w is not None and w.alive:
-                await wait_until(lambda: asyncio.sleep(0, w.ready()), timeout=20, poll=0.01)  # noqa: B023
+                await wait_ready(w)
                 w.signal(signal.SIGTERM)
                 assert await asyncio.to_thread(w.wait, 30) == 0, w.tail()
         final = WorkerProcess(worker_env(chaos_settings, worker_id="race-final"), log, burst=True)
