@@ -177,3 +177,38 @@ def test_dashboard_asks_for_keys(settings: Any, browser: Any, output_dir: Path) 
         )
         assert client.versions("locked")["head"] == version
         page.screenshot(path=str(output_dir / "dashboard-keys.png"), full_page=True)
+
+
+def test_dashboard_marks_drift(settings: Any, browser: Any, output_dir: Path) -> None:
+    """A concept that flips half-way: the service's ADWIN flags it; the page shows the chip
+    and a drift mark on the chart."""
+    import random
+
+    from tests.live_service import live_service
+
+    rng = random.Random(0)
+    w = [rng.gauss(0, 1) for _ in range(5)]
+
+    def batch(n: int, sign: int) -> list[dict[str, Any]]:
+        out = []
+        for _ in range(n):
+            x = [rng.gauss(0, 1) for _ in range(5)]
+            y = sign if sum(a * b for a, b in zip(w, x, strict=True)) > 0 else -sign
+            out.append({"features": {f"f{j}": v for j, v in enumerate(x)}, "label": y})
+        return out
+
+    settings = settings.model_copy(update={"history_every": 100})
+    with live_service(settings) as live, Client(live.url) as client:
+        client.create_model("drifty", {"algorithm": "averaged_perceptron", "bits": 8})
+        for k in range(16):
+            client.learn("drifty", batch(100, 1 if k < 10 else -1))
+            learned(client, "drifty", 100 * (k + 1))
+        assert client.metrics("drifty")["drift"]["detections"] >= 1
+
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(live.url + "/#drifty")
+        page.wait_for_selector("#drift-chip:not(.hidden)", timeout=TIMEOUT_MS)
+        assert "drift" in (page.text_content("#drift-chip") or "")
+        page.wait_for_selector("#chart line.drift-mark", state="attached", timeout=TIMEOUT_MS)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(output_dir / "dashboard-drift.png"), full_page=True)
