@@ -107,6 +107,10 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
         )
         assert page.get_attribute("#chart path.series.mistakes", "d") != path_before
         assert page.locator("#chart path.series.updates").count() == 1
+        box = page.locator("#chart").bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
+        label = page.text_content("#chart .hover-label") or ""
+        assert " examples · " in label and " mistakes" in label and " updates" in label
         page.click('.legend .toggle[data-series="updates"]')  # hide a series, then show it again
         page.wait_for_selector("#chart path.series.updates", state="detached", timeout=TIMEOUT_MS)
         page.click('.legend .toggle[data-series="updates"]')

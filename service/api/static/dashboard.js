@@ -201,6 +201,44 @@
       }
       el("path", { d, class: "series " + s.cls, "data-points": s.points.length }, svg);
     }
+    addHover(svg, series, { m, W, H, xr, sx, sy, yfmt: opts.yfmt || ((v) => nf.format(Math.round(v))) });
+  }
+
+  // A crosshair with the values of each series at the examples count under the mouse. The
+  // mouse position lives on the element, so it survives the re-render of every poll.
+  function addHover(svg, series, f) {
+    const g = el("g", { class: "hover" }, svg);
+    const line = el("line", { y1: f.m.t, y2: f.H - f.m.b, class: "hover-line" }, g);
+    const dots = series.map((s) => el("circle", { r: 3.5, class: "hover-dot " + s.cls }, g));
+    const label = el("text", { y: f.m.t + 12, class: "hover-label" }, g);
+    const show = () => {
+      const px = svg._hoverX;
+      if (px === null || px === undefined || px < f.m.l || px > f.W - f.m.r) {
+        g.setAttribute("visibility", "hidden");
+        return;
+      }
+      const x = (f.xr * (px - f.m.l)) / (f.W - f.m.l - f.m.r);
+      const parts = [];
+      series.forEach((s, i) => {
+        let best = null; // nearest point by examples, the latest stroke winning ties
+        for (const p of s.points) if (best === null || Math.abs(p[0] - x) <= Math.abs(best[0] - x)) best = p;
+        if (best === null) return;
+        dots[i].setAttribute("cx", f.sx(best[0]));
+        dots[i].setAttribute("cy", f.sy(best[1]));
+        parts.push(`${f.yfmt(best[1])} ${s.name || s.cls}`);
+      });
+      const near = series[0] && series[0].points.length ? series[0].points.reduce((a, p) => (Math.abs(p[0] - x) <= Math.abs(a[0] - x) ? p : a)) : [x];
+      line.setAttribute("x1", f.sx(near[0]));
+      line.setAttribute("x2", f.sx(near[0]));
+      const right = px > f.W / 2;
+      label.setAttribute("x", f.sx(near[0]) + (right ? -8 : 8));
+      label.setAttribute("text-anchor", right ? "end" : "start");
+      label.textContent = `${nf.format(near[0])} examples · ${parts.reverse().join(" · ")}`;
+      g.setAttribute("visibility", "visible");
+    };
+    svg.onmousemove = (ev) => { svg._hoverX = ev.offsetX; show(); };
+    svg.onmouseleave = () => { svg._hoverX = null; show(); };
+    show();
   }
 
   // The rate over the last `win` examples at each point, from cumulative counts.
@@ -234,7 +272,7 @@
     $("rate-window").textContent = "mistakes per example over the last " + nf.format(win) + " examples";
     const rate = rollingRate(points, win);
     const rmax = Math.min(1, Math.max(0.01, ...rate.map((p) => p[1])));
-    drawChart($("rate-chart"), [{ cls: "rate", points: rate, area: true }], {
+    drawChart($("rate-chart"), [{ cls: "rate", name: "mistakes", points: rate, area: true }], {
       marks, ymax: rmax,
       yfmt: (v) => +(100 * v).toFixed(1) + "%",
     });
