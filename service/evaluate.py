@@ -123,6 +123,17 @@ def _row(batch: Batch, i: int) -> Batch:
     )
 
 
+def _view(batch: Batch, start: int, stop: int) -> Batch:
+    """Rows ``start:stop`` sharing the batch's index and value arrays (only indptr is new)."""
+    lo, hi = int(batch.indptr[start]), int(batch.indptr[stop])
+    return Batch(
+        batch.indptr[start : stop + 1] - lo,
+        batch.indices[lo:hi],
+        batch.data[lo:hi],
+        batch.y[start:stop],
+    )
+
+
 def learn_progressive(
     learner: Learner, batch: Batch, *, margins: np.ndarray | None = None, chunk: int = 10_000
 ) -> tuple[np.ndarray, float]:
@@ -135,7 +146,7 @@ def learn_progressive(
     spent = 0.0
     if margins is None:
         for start in range(0, batch.n, chunk):
-            part = batch.slice(start, min(start + chunk, batch.n))
+            part = _view(batch, start, min(start + chunk, batch.n))
             t0 = time.perf_counter()
             flags[start : start + part.n] = learner.learn(part)
             spent += time.perf_counter() - t0
@@ -375,7 +386,7 @@ def evaluate_file(
     learn_seconds = 0.0
     for batch in batches:
         for start, stop in _iter_chunks(batch.n, chunk):
-            part = batch if (start, stop) == (0, batch.n) else batch.slice(start, stop)
+            part = batch if (start, stop) == (0, batch.n) else _view(batch, start, stop)
             margins = np.empty(part.n) if want_auc else None
             flags, spent = learn_progressive(learner, part, margins=margins, chunk=chunk)
             learn_seconds += spent

@@ -43,23 +43,24 @@ def _is_space(c: int) -> bool:
     return c == 32 or c == 9 or c == 13  # ' ', '\t', '\r'
 
 
-@njit(cache=True, nogil=True)
-def _parse_decimal(buf: np.ndarray, s: int, e: int, pow10: np.ndarray) -> tuple[int, float]:
-    """(status, value) of ``buf[s:e]``: 1 parsed exactly, 2 valid but needs ``float()``,
-    0 not a decimal number."""
-    if s >= e:
-        return 0, 0.0
+@njit(cache=True, nogil=True, inline="always")
+def _parse_decimal(buf: np.ndarray, s: int, pow10: np.ndarray) -> tuple[int, float, int]:
+    """Parse the longest decimal number at ``buf[s:]``: (status, value, end). Status 1: parsed
+    exactly; 2: a valid number ``float()`` must finish; 0: no number here."""
+    n_buf = buf.shape[0]
     k = s
     neg = False
-    if buf[k] == 43 or buf[k] == 45:  # + -
+    if k < n_buf and (buf[k] == 43 or buf[k] == 45):  # + -
         neg = buf[k] == 45
         k += 1
     mant = 0
     sig = 0
     digits = 0
     exp10 = 0
-    while k < e and 48 <= buf[k] <= 57:
-        d = buf[k] - 48
+    while k < n_buf:
+        d = np.int64(buf[k]) - 48
+        if d < 0 or d > 9:
+            break
         digits += 1
         if sig > 0 or d != 0:
             if sig < 18:
@@ -68,10 +69,12 @@ def _parse_decimal(buf: np.ndarray, s: int, e: int, pow10: np.ndarray) -> tuple[
                 exp10 += 1
             sig += 1
         k += 1
-    if k < e and buf[k] == 46:  # .
+    if k < n_buf and buf[k] == 46:  # .
         k += 1
-        while k < e and 48 <= buf[k] <= 57:
-            d = buf[k] - 48
+        while k < n_buf:
+            d = np.int64(buf[k]) - 48
+            if d < 0 or d > 9:
+                break
             digits += 1
             if sig > 0 or d != 0:
                 if sig < 18:
@@ -82,82 +85,41 @@ def _parse_decimal(buf: np.ndarray, s: int, e: int, pow10: np.ndarray) -> tuple[
                 exp10 -= 1
             k += 1
     if digits == 0:
-        return 0, 0.0
-    if k < e and (buf[k] == 101 or buf[k] == 69):  # e E
+        return 0, 0.0, k
+    if k < n_buf and (buf[k] == 101 or buf[k] == 69):  # e E
         k += 1
         eneg = False
-        if k < e and (buf[k] == 43 or buf[k] == 45):
+        if k < n_buf and (buf[k] == 43 or buf[k] == 45):
             eneg = buf[k] == 45
             k += 1
         ed = 0
         ev = 0
-        while k < e and 48 <= buf[k] <= 57:
+        while k < n_buf:
+            d = np.int64(buf[k]) - 48
+            if d < 0 or d > 9:
+                break
             if ev < 100000:
-                ev = ev * 10 + (buf[k] - 48)
+                ev = ev * 10 + d
             ed += 1
             k += 1
         if ed == 0:
-            return 0, 0.0
+            return 0, 0.0, k
         exp10 += -ev if eneg else ev
-    if k != e:
-        return 0, 0.0
     if mant == 0:
-        return 1, -0.0 if neg else 0.0
+        return 1, -0.0 if neg else 0.0, k
     if sig > 15 or exp10 > 22 or exp10 < -22:
-        return 2, 0.0
+        return 2, 0.0, k
     v = mant * pow10[exp10] if exp10 >= 0 else mant / pow10[-exp10]
-    return 1, -v if neg else v
+    return 1, -v if neg else v, k
 
 
-@njit(cache=True, nogil=True)
-def _parse_features(
-    buf: np.ndarray,
-    q: int,
-    end: int,
-    idx: np.ndarray,
-    val: np.ndarray,
-    m: int,
-    slow: np.ndarray,
-    ns: int,
-    pow10: np.ndarray,
-) -> tuple[int, int, int]:
-    """Parse the ``idx:val`` tokens of ``buf[q:end]``; returns (m, ns, error code or 0)."""
-    while True:
-        while q < end and _is_space(buf[q]):
-            q += 1
-        if q >= end:
-            return m, ns, 0
-        ts = q
-        colon = -1
-        while q < end and not _is_space(buf[q]):
-            if buf[q] == 58 and colon < 0:
-                colon = q
-            q += 1
-        if colon < 0:
-            return m, ns, 1
-        if colon - ts == 3 and buf[ts] == 113 and buf[ts + 1] == 105 and buf[ts + 2] == 100:
-            continue  # qid:N
-        if colon == ts:
-            return m, ns, 2
-        j = 0
-        for t in range(ts, colon):
-            c = buf[t]
-            if c < 48 or c > 57:
-                return m, ns, 2
-            j = j * 10 + (c - 48)
-            if j > 2147483646:
-                return m, ns, 4
-        status, v = _parse_decimal(buf, colon + 1, q, pow10)
-        if status == 0:
-            return m, ns, 3
-        if status == 2:
-            slow[ns, 0] = m
-            slow[ns, 1] = colon + 1
-            slow[ns, 2] = q
-            ns += 1
-        idx[m] = j
-        val[m] = v
-        m += 1
+@njit(cache=True, nogil=True, inline="always")
+def _token_end(buf: np.ndarray, k: int) -> bool:
+    """Whether a token ends at ``k`` (end of buffer, space, tab, CR, newline or '#')."""
+    if k >= buf.shape[0]:
+        return True
+    c = buf[k]
+    return c == 32 or c == 9 or c == 13 or c == 10 or c == 35
 
 
 @njit(cache=True, nogil=True)
@@ -169,43 +131,152 @@ def _scan(buf: np.ndarray, max_lines: int, max_nnz: int, pow10: np.ndarray):  # 
     lab_v = np.empty(max_lines, dtype=np.float64)
     lab_ok = np.zeros(max_lines, dtype=np.bool_)
     indptr = np.zeros(max_lines + 1, dtype=np.int64)
-    idx = np.empty(max_nnz, dtype=np.int64)
+    idx = np.empty(max_nnz, dtype=np.int32)  # indices are checked to fit
     val = np.empty(max_nnz, dtype=np.float64)
-    slow = np.empty((max_nnz, 3), dtype=np.int64)  # value position, token start, token end
+    slow = np.empty((16, 3), dtype=np.int64)  # value position, token start, token end (grows)
     n = 0
     m = 0
     ns = 0
-    pos = 0
+    k = 0
     line = 0
-    err = 0
-    while pos < n_buf:
-        eol = pos
-        while eol < n_buf and buf[eol] != 10:
-            eol += 1
-        end = pos
-        while end < eol and buf[end] != 35:  # '#': a comment runs to the end of the line
-            end += 1
-        q = pos
-        while q < end and _is_space(buf[q]):
-            q += 1
-        if q < end:
-            ls = q
-            while q < end and not _is_space(buf[q]):
-                q += 1
-            lab[n, 0] = ls
-            lab[n, 1] = q
-            lab[n, 2] = line
-            status, v = _parse_decimal(buf, ls, q, pow10)
-            lab_v[n] = v
-            lab_ok[n] = status == 1
-            m, ns, err = _parse_features(buf, q, end, idx, val, m, slow, ns, pow10)
-            if err:
+    while k < n_buf:
+        # -- start of a line: skip blanks; a blank or comment-only line is no row
+        while k < n_buf and _is_space(buf[k]):
+            k += 1
+        if k < n_buf and buf[k] == 35:
+            while k < n_buf and buf[k] != 10:
+                k += 1
+        if k >= n_buf:
+            break
+        if buf[k] == 10:
+            k += 1
+            line += 1
+            continue
+        # -- the label
+        ls = k
+        while not _token_end(buf, k):
+            k += 1
+        lab[n, 0] = ls
+        lab[n, 1] = k
+        lab[n, 2] = line
+        status, v, e = _parse_decimal(buf, ls, pow10)
+        lab_v[n] = v
+        lab_ok[n] = status == 1 and e == k
+        # -- the features, up to the end of the line
+        while True:
+            while k < n_buf and _is_space(buf[k]):
+                k += 1
+            if k >= n_buf or buf[k] == 10 or buf[k] == 35:
                 break
-            n += 1
-            indptr[n] = m
-        line += 1
-        pos = eol + 1
-    return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, err, line
+            ts = k
+            j = 0
+            while k < n_buf:
+                d = np.int64(buf[k]) - 48
+                if d < 0 or d > 9:
+                    break
+                j = j * 10 + d
+                if j > 2147483646:
+                    return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, 4, line
+                k += 1
+            if k < n_buf and buf[k] == 58 and k > ts:
+                status, v, e = _parse_decimal(buf, k + 1, pow10)
+                if status == 0 or not _token_end(buf, e):
+                    return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, 3, line
+                if status == 2:
+                    if ns == slow.shape[0]:
+                        bigger = np.empty((2 * ns, 3), dtype=np.int64)
+                        bigger[:ns] = slow
+                        slow = bigger
+                    slow[ns, 0] = m
+                    slow[ns, 1] = k + 1
+                    slow[ns, 2] = e
+                    ns += 1
+                idx[m] = j
+                val[m] = v
+                m += 1
+                k = e
+                continue
+            # not digits then ':': qid:N is skipped, anything else is an error
+            if (
+                k - ts == 0
+                and k + 3 < n_buf
+                and buf[k] == 113
+                and buf[k + 1] == 105
+                and buf[k + 2] == 100
+                and buf[k + 3] == 58
+            ):
+                k += 4
+                while not _token_end(buf, k):
+                    k += 1
+                continue
+            code = 2
+            if _token_end(buf, k) and k > ts:
+                code = 1  # digits without ':'
+            elif k == ts:
+                while not _token_end(buf, k):
+                    if buf[k] == 58:
+                        break
+                    k += 1
+                code = 2 if k < n_buf and buf[k] == 58 else 1
+            return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, code, line
+        # -- skip a trailing comment
+        while k < n_buf and buf[k] != 10:
+            k += 1
+        n += 1
+        indptr[n] = m
+    return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, 0, line
+
+
+@njit(cache=True, nogil=True)
+def _count(buf: np.ndarray) -> tuple[int, int]:
+    """(newlines, colons): upper bounds of the rows and the features."""
+    lines = 0
+    colons = 0
+    for k in range(buf.shape[0]):
+        c = buf[k]
+        if c == 10:
+            lines += 1
+        elif c == 58:
+            colons += 1
+    return lines, colons
+
+
+@njit(cache=True, nogil=True)
+def _inspect(
+    indptr: np.ndarray, idx: np.ndarray, val: np.ndarray, max_abs: float
+) -> tuple[int, bool, int]:
+    """(first position of a value that is not finite or over ``max_abs``, or -1; whether every
+    row has strictly increasing indices; how many values are zero) — one pass, no temporaries."""
+    ordered = True
+    zeros = 0
+    for i in range(indptr.shape[0] - 1):
+        lo = indptr[i]
+        for k in range(lo, indptr[i + 1]):
+            v = val[k]
+            if not abs(v) <= max_abs:
+                return k, ordered, zeros
+            if v == 0.0:
+                zeros += 1
+            if k > lo and idx[k] <= idx[k - 1]:
+                ordered = False
+    return -1, ordered, zeros
+
+
+@njit(cache=True, nogil=True)
+def _drop_zeros(indptr: np.ndarray, idx: np.ndarray, val: np.ndarray) -> int:
+    """Remove zero values in place (entries only move left); returns the new nnz."""
+    w = 0
+    lo = indptr[0]
+    for i in range(indptr.shape[0] - 1):
+        hi = indptr[i + 1]
+        for k in range(lo, hi):
+            if val[k] != 0.0:
+                idx[w] = idx[k]
+                val[w] = val[k]
+                w += 1
+        lo = hi
+        indptr[i + 1] = w
+    return w
 
 
 @dataclass
@@ -233,8 +304,8 @@ def parse_svmlight(text: bytes, *, normalize: bool = False, transform: str = "no
 
     ``transform="log1p"`` and ``normalize`` act as in the featurizer (values, then rows)."""
     buf = np.frombuffer(text, dtype=np.uint8)
-    max_lines = int(np.count_nonzero(buf == 10)) + 1
-    max_nnz = int(np.count_nonzero(buf == 58))
+    lines, colons = _count(buf)
+    max_lines, max_nnz = lines + 1, colons
     n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, err, err_line = _scan(
         buf, max_lines, max_nnz, _POW10
     )
@@ -244,9 +315,11 @@ def parse_svmlight(text: bytes, *, normalize: bool = False, transform: str = "no
     idx, val = idx[:m], val[:m]
     for k, s, e in slow[:ns].tolist():
         val[k] = float(text[s:e])
-    bad = ~(np.abs(val) <= MAX_ABS_VALUE)
-    if bad.any():
-        row = int(np.searchsorted(indptr[1 : n + 1], int(np.argmax(bad)), side="right"))
+    if transform not in ("none", "log1p"):
+        raise ValueError(f"transform must be none or log1p, got {transform!r}")
+    bad, ordered, zeros = _inspect(indptr[: n + 1], idx, val, MAX_ABS_VALUE)
+    if bad >= 0:
+        row = int(np.searchsorted(indptr[1 : n + 1], bad, side="right"))
         line = int(line_of[row])
         raise MalformedBody(
             f"svmlight line {line + 1}: a feature value is not finite or |v| > {MAX_ABS_VALUE:g}",
@@ -254,13 +327,19 @@ def parse_svmlight(text: bytes, *, normalize: bool = False, transform: str = "no
         )
     if transform == "log1p":
         val = np.copysign(np.log1p(np.abs(val)), val)
-    elif transform != "none":
-        raise ValueError(f"transform must be none or log1p, got {transform!r}")
     indptr = indptr[: n + 1]
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    out_ptr, out_idx, out_val, too_many = _assemble(
-        rows, idx, val, n, (1 << 62) - 1, normalize, 1 << 20
-    )
+    too_many = -1
+    if not normalize and ordered:  # the usual file: no sort
+        if zeros == 0:
+            out_ptr, out_idx, out_val = indptr, idx, val
+        else:
+            kept = _drop_zeros(indptr, idx, val)
+            out_ptr, out_idx, out_val = indptr, idx[:kept], val[:kept]
+    else:
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+        out_ptr, out_idx, out_val, too_many = _assemble(
+            rows, idx.astype(np.int64), val, n, (1 << 62) - 1, normalize, 1 << 20
+        )
     if too_many >= 0:
         raise MalformedBody(
             f"svmlight line {int(line_of[too_many]) + 1}: more than 2**20 features", index=too_many
