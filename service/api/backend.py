@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from service.api.coalesce import Coalescer
 from service.api.specs import spec_from_dict
 from service.errors import ModelNotFound, SpecConflict
 from service.learning.features import Batch
@@ -22,6 +23,7 @@ from service.learning.linear import LinearModel
 from service.store import feedback as kept
 
 HISTORY_ALL = 100_000
+COALESCE_ROWS = 64  # requests up to this many rows share appends with concurrent ones
 
 
 def _model(serving: dict[str, Any]) -> LinearModel:
@@ -34,6 +36,12 @@ class Backend:
         self.settings = settings
         self.keys = store.keys
         self.client = store.client
+        self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]]]] = {}
+
+        async def keep_flush(items: list[tuple[str, Sequence[str], Batch, int]]) -> None:
+            await kept.keep_many(self.client, self.keys, items)
+
+        self._keeper: Coalescer[tuple[str, Sequence[str], Batch, int]] = Coalescer(keep_flush)
 
     # --- models -----------------------------------------------------------------------------
     async def create_model(self, m: str, spec: Any, ttl: int | None) -> bool:
@@ -75,11 +83,28 @@ class Backend:
 
     # --- examples and feedback ---------------------------------------------------------------
     async def append(self, m: str, batch: Batch, ids: Sequence[str | None]) -> None:
+        """Append a batch whole; small ones are coalesced with concurrent ones (one entry)."""
+        if batch.n > COALESCE_ROWS:
+            await self._append_now(m, [(batch, ids)])
+            return
+        appender = self._appenders.get(m)
+        if appender is None:
+
+            async def flush(items: list[tuple[Batch, Sequence[str | None]]]) -> None:
+                await self._append_now(m, items)
+
+            appender = self._appenders[m] = Coalescer(flush)
+        await appender.submit((batch, ids))
+
+    async def _append_now(self, m: str, items: list[tuple[Batch, Sequence[str | None]]]) -> None:
+        batch = items[0][0] if len(items) == 1 else Batch.concat([b for b, _ in items])
+        ids = [i for _, group in items for i in group]
         has_ids = any(i is not None for i in ids)
-        await self.store.append(m, batch, list(ids) if has_ids else None)
+        await self.store.append(m, batch, ids if has_ids else None)
 
     async def keep(self, m: str, pids: Sequence[str], batch: Batch, ttl: int) -> None:
-        await kept.keep(self.client, self.keys, m, pids, batch, ttl)
+        """Keep predictions' features; concurrent calls share one pipelined round trip."""
+        await self._keeper.submit((m, pids, batch, ttl))
 
     async def take(self, m: str, pid: str) -> Batch:
         return await kept.take(self.client, self.keys, m, pid)

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request
 
 from service.api.auth import READ, Authenticator, presented_key
 from service.api.backend import Backend
@@ -29,19 +29,24 @@ class AppState:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
-def get_state(request: Request) -> AppState:
+def app_state(request: Request) -> AppState:
     state: AppState = request.app.state.sl
     return state
 
 
-def get_backend(request: Request) -> Backend:
-    backend = get_state(request).backend
+async def get_state(request: Request) -> AppState:
+    """(Dependencies are ``async def``: FastAPI runs plain ``def`` ones in a thread pool.)"""
+    return app_state(request)
+
+
+async def get_backend(request: Request) -> Backend:
+    backend = app_state(request).backend
     assert backend is not None, "the lifespan has not run"
     return backend
 
 
-def get_cache(request: Request) -> ModelCache:
-    cache = get_state(request).cache
+async def get_cache(request: Request) -> ModelCache:
+    cache = app_state(request).cache
     assert cache is not None, "the lifespan has not run"
     return cache
 
@@ -54,12 +59,11 @@ CacheDep = Annotated[ModelCache, Depends(get_cache)]
 def require(scope: str) -> Any:
     """A dependency that lets the request through only with a key carrying ``scope``."""
 
-    def check(
-        request: Request,
-        authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-        x_api_key: Annotated[str | None, Header(include_in_schema=False)] = None,
-    ) -> None:
-        get_state(request).auth.check(presented_key(authorization, x_api_key), scope)
+    async def check(request: Request) -> None:
+        # headers read directly: declared Header parameters cost a validation pass each
+        headers = request.headers
+        key = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+        app_state(request).auth.check(key, scope)
 
     return Depends(check)
 

@@ -61,16 +61,26 @@ async def keep(
     client: aioredis.Redis | Any, keys: Keys, m: str, pids: Sequence[str], batch: Batch, ttl_s: int
 ) -> None:
     """Store row ``i`` of ``batch`` under prediction id ``pids[i]`` for ``ttl_s`` seconds."""
-    ptr = batch.indptr
+    await keep_many(client, keys, [(m, pids, batch, ttl_s)])
+
+
+async def keep_many(
+    client: aioredis.Redis | Any,
+    keys: Keys,
+    items: Sequence[tuple[str, Sequence[str], Batch, int]],
+) -> None:
+    """Several :func:`keep` calls (any models) in one pipelined round trip."""
     try:
         async with client.pipeline(transaction=False) as pipe:
-            for i, pid in enumerate(pids):
-                lo, hi = int(ptr[i]), int(ptr[i + 1])
-                pipe.set(
-                    keys.prediction(m, pid),
-                    encode_row(batch.indices[lo:hi], batch.data[lo:hi]),
-                    ex=max(1, int(ttl_s)),
-                )
+            for m, pids, batch, ttl_s in items:
+                ptr = batch.indptr
+                for i, pid in enumerate(pids):
+                    lo, hi = int(ptr[i]), int(ptr[i + 1])
+                    pipe.set(
+                        keys.prediction(m, pid),
+                        encode_row(batch.indices[lo:hi], batch.data[lo:hi]),
+                        ex=max(1, int(ttl_s)),
+                    )
             await pipe.execute()
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise _unavailable(exc) from exc

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from service.api.compute import run_cpu
-from service.api.deps import BackendDep, CacheDep, Learn, StateDep
+from service.api.deps import Learn, app_state
 from service.api.parsing import body_format, parse_examples
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
@@ -65,12 +65,13 @@ def first_occurrences(ids: list[str | None]) -> list[int] | None:
 async def post_examples(
     m: ModelName,
     request: Request,
-    state: StateDep,
-    backend: BackendDep,
-    cache: CacheDep,
     format: Annotated[str | None, Query(description="json | ndjson | svmlight")] = None,
 ) -> FastJSON:
     """Accept labeled examples for learning (202); the model learns them asynchronously."""
+    # the hot path takes the app state from the request: each declared dependency costs
+    state = app_state(request)
+    backend, cache = state.backend, state.cache
+    assert backend is not None and cache is not None
     kind = body_format(request.headers.get("content-type"), format)
     served = await cache.get(m)  # 404 before reading a body for an unknown model
     raw = await request.body()

@@ -12,9 +12,10 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import APIRouter, Query, Request
 
-from service.api.cache import Served
+from service.api.backend import Backend
+from service.api.cache import ModelCache, Served
 from service.api.compute import run_cpu
-from service.api.deps import BackendDep, CacheDep, Predict, StateDep
+from service.api.deps import BackendDep, CacheDep, Predict, StateDep, app_state
 from service.api.parsing import body_format, parse_examples
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
@@ -77,7 +78,7 @@ def score(served: Served, examples: list[Any]) -> tuple[Batch, list[dict[str, An
 
 
 async def predict_examples(
-    m: str, examples: list[Any], size: int, backend: BackendDep, cache: CacheDep
+    m: str, examples: list[Any], size: int, backend: Backend, cache: ModelCache
 ) -> list[dict[str, Any]]:
     served = await cache.get(m)
     batch, answers = await run_cpu(size, score, served, examples)
@@ -98,12 +99,12 @@ async def predict_examples(
 async def post_predict(
     m: ModelName,
     request: Request,
-    state: StateDep,
-    backend: BackendDep,
-    cache: CacheDep,
     format: Annotated[str | None, Query(description="json | ndjson")] = None,
 ) -> FastJSON:
     """Predict one example (one answer) or a batch (``{"predictions": [...]}``)."""
+    state = app_state(request)  # the hot path: no per-request dependency resolution
+    backend, cache = state.backend, state.cache
+    assert backend is not None and cache is not None
     kind = body_format(request.headers.get("content-type"), format)
     raw = await request.body()
     s = state.settings
