@@ -11,7 +11,7 @@ Example (against a running ``streamlearn serve``)::
     from service.client import Client
 
     with Client("http://127.0.0.1:8000") as c:
-        c.create_model("spam", {"preset": "spam"})
+        c.create_model("spam", {"preset": "spam", "classes": ["ham", "spam"]})
         c.learn("spam", [{"text": "win money now", "label": "spam"},
                          {"text": "lunch at noon?", "label": "ham"}])
         print(c.predict("spam", {"text": "free money"})["label"])

@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,8 +24,9 @@ RUN = "pip install -e . && streamlearn serve"
 TEST = "pip install -e '.[test]' && python -m pytest -q"
 
 
-def code_blocks(text: str) -> list[str]:
-    return [m.group(1).strip() for m in re.finditer(r"```(?:sh|bash)?\n(.*?)```", text, re.S)]
+def code_blocks(text: str, lang: str = "sh") -> list[str]:
+    pattern = rf"```{lang}\n(.*?)```" if lang != "sh" else r"```(?:sh|bash)?\n(.*?)```"
+    return [m.group(1).strip() for m in re.finditer(pattern, text, re.S)]
 
 
 def curl_lines() -> list[str]:
@@ -104,3 +106,13 @@ def test_spam_example_runs_with_curl(settings) -> None:  # type: ignore[no-untyp
         status, body = run_curl(predict, base)
         assert status == 200 and body["label"] in ("ham", "spam"), body  # type: ignore[index]
         assert 0.0 <= body["score"] <= 1.0 and body["version"] >= 1  # type: ignore[index]
+
+        # The Python example, run as written (but against this service).
+        (snippet,) = code_blocks(README, "python")
+        out = subprocess.run(
+            [sys.executable, "-c", snippet.replace("http://127.0.0.1:8000", live.url)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        label, score, mistakes = out.stdout.split()
+        assert label in ("ham", "spam") and 0 <= float(score) <= 1 and int(mistakes) >= 0
