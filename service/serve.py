@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,6 +99,17 @@ async def _request_stop(worker: Any, task: asyncio.Task[Any], timeout: float = 2
             await task
 
 
+def port_free(host: str, port: int) -> bool:
+    """Whether the API could bind ``host:port`` now (checked before anything starts)."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError:
+        return False
+    return True
+
+
 def urls(settings: Settings) -> dict[str, str]:
     host = settings.host
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -133,6 +145,12 @@ def serve(
 
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})
+    elif not port_free(settings.host, settings.port):
+        say(
+            f"Port {settings.port} on {settings.host} is in use (another streamlearn serve?): "
+            "pass --port N, or --port 0 for any free one."
+        )
+        return 2
     redis: EmbeddedRedis | None = None
     if settings.redis_url is None:
         redis = start_embedded(settings.data_dir, prefer=embedded)

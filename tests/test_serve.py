@@ -114,6 +114,22 @@ def test_embedded_falls_back_to_fakeredis_without_the_binary(
         start_embedded(tmp_path, prefer="sqlite")  # type: ignore[arg-type]
 
 
+def test_serve_refuses_a_busy_port_before_starting_anything(tmp_path: Path) -> None:
+    import socket
+
+    from service.serve import serve
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        said: list[str] = []
+        code = serve(Settings(port=port, data_dir=str(tmp_path)), say=said.append)
+    assert code == 2
+    assert f"Port {port} on 127.0.0.1 is in use" in said[0]
+    assert not any(tmp_path.iterdir()), "no embedded Redis may have started"
+
+
 def test_urls_and_redaction() -> None:
     u = urls(Settings(host="0.0.0.0", port=8123))
     assert u == {
