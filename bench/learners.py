@@ -30,7 +30,7 @@ runs after a warm-up that compiles the kernels; and its mistakes. Baselines:
 
 Run from the repository root::
 
-    python3 bench/learners.py                 # everything (~2 minutes)
+    python3 bench/learners.py                 # everything (~5 minutes on an idle machine)
     python3 bench/learners.py --n 20000 --repeats 1 --streams spambase   # a quick look
 """
 
@@ -152,6 +152,19 @@ def ours(batch: Batch, dim: int, name: str, repeats: int) -> dict[str, Any]:
 
     seconds, mistakes = median_time(run, repeats)
     return {"rate": batch.n / seconds, "mistakes": mistakes, "n": batch.n}
+
+
+def read_bound(batch: Batch, dim: int, repeats: int) -> dict[str, Any]:
+    """Margins ``w·x + b`` alone over the stream (compiled): the floor under any learner's
+    time, since each must at least read its weights once per feature."""
+    from service.learning._kernels import csr_margins
+
+    w = np.random.default_rng(0).normal(size=dim)
+    csr_margins(batch.indptr[:2], batch.indices, batch.data, w, 0.0)
+    seconds, _ = median_time(
+        lambda: csr_margins(batch.indptr, batch.indices, batch.data, w, 0.0), repeats
+    )
+    return {"rate": batch.n / seconds, "mistakes": 0, "n": batch.n}
 
 
 def river_rows(batch: Batch, k: int) -> tuple[list[dict[int, float]], list[bool]]:
@@ -284,9 +297,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--bits", type=int, default=18)
     ap.add_argument("--nnz", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each of our learners")
+    ap.add_argument("--baseline-repeats", type=int, default=3, help="runs of each baseline")
     ap.add_argument("--river-sample", type=int, default=20_000)
-    ap.add_argument("--sk-sample", type=int, default=5_000)
+    ap.add_argument("--sk-sample", type=int, default=1_000)
     ap.add_argument("--minibatch", type=int, default=1_000)
     ap.add_argument("--streams", default="uniform,zipf,spambase")
     ap.add_argument("--no-baselines", action="store_true", help="only our learners")
@@ -306,7 +320,8 @@ def main() -> None:
         streams["spambase"] = (sb, 57, 6)
 
     print(
-        f"# learners — median CPU time of {args.repeats} runs, one core, numba, "
+        f"# learners — median CPU time of {args.repeats} runs ({args.baseline_repeats} for "
+        "baselines), one core, numba, "
         f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f} at start"
     )
     for label, (batch, dim, bits) in streams.items():
@@ -314,18 +329,21 @@ def main() -> None:
         rows: list[tuple[str, dict[str, Any], str]] = []
         for name in algorithms(multiclass=False):
             rows.append((name, ours(batch, dim, name, args.repeats), "ours, learn(batch)"))
+        rows.append(
+            ("(w·x only: the read bound)", read_bound(batch, dim, args.repeats), "no learning")
+        )
         river_rate = None
         if not args.no_baselines:
-            rp = river(batch, "perceptron", args.river_sample, args.repeats)
+            rp = river(batch, "perceptron", args.river_sample, args.baseline_repeats)
             river_rate = rp["rate"]
             rows.append(("River Perceptron", rp, "learn_one, subsample, extrapolated"))
             rows.append(("River PAClassifier(mode=1)", river(batch, "pa1", args.river_sample,
-                                                             args.repeats), "learn_one, subsample"))  # fmt: skip
+                                                             args.baseline_repeats), "learn_one, subsample"))  # fmt: skip
             rows.append(("sklearn SGD pa1, 1 at a time", sklearn_one(batch, dim, args.sk_sample,
-                                                                     args.repeats), "partial_fit, subsample"))  # fmt: skip
+                                                                     args.baseline_repeats), "partial_fit, subsample"))  # fmt: skip
             rows.append((f"sklearn SGD pa1, batches of {args.minibatch}",
-                         sklearn_batches(batch, dim, args.minibatch, args.repeats), "partial_fit"))  # fmt: skip
-            vw = vowpal(batch, max(bits, 6), args.repeats)
+                         sklearn_batches(batch, dim, args.minibatch, args.baseline_repeats), "partial_fit"))  # fmt: skip
+            vw = vowpal(batch, max(bits, 6), args.baseline_repeats)
             if vw is not None:
                 rows.append(
                     ("Vowpal Wabbit (default, --binary)", vw, "C++, includes parsing a file")
