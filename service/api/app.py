@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib
 import logging
 from collections.abc import AsyncIterator
@@ -53,6 +54,10 @@ def _lifespan(state: AppState) -> Any:
         )
         state.drift = {}
         warn_if_open(state.auth)
+        # numba and numpy leave millions of long-lived objects behind at import; without this,
+        # every full collection walks them all (a stall of a few hundred ms under load).
+        gc.collect()
+        gc.freeze()
         tasks = state.tasks = [
             asyncio.create_task(state.cache.listen(), name="sl-events"),
             asyncio.create_task(state.cache.check(), name="sl-cache-check"),
