@@ -3,6 +3,7 @@ and the translation of connection failures into :class:`StoreUnavailable`."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec, TypeVar
@@ -40,6 +41,11 @@ def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
         try:
             return await fn(*args, **kwargs)
         except UNAVAILABLE as e:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # redis-py can turn a cancelled read into a connection error: keep the
+                # cancellation, or a cancelled task would carry on as if Redis were down.
+                raise asyncio.CancelledError() from e
             raise StoreUnavailable(f"Redis is unavailable: {e}") from e
 
     return wrapper

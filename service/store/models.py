@@ -188,20 +188,21 @@ class Store(StreamOps, VersionOps):
         ttl = ttl_ms or self.settings.lease_ttl_ms
         if self.cluster:
             return [
-                bool(int(await self._renew(keys=[self.keys.lease(x.model)], args=[x.token, ttl])))
+                bool(int(await self._renew(keys=self._lease_keys(x), args=[x.token, ttl, x.epoch])))
                 for x in leases
             ]
         pipe = self.client.pipeline(transaction=False)
         for x in leases:
-            await self._renew(keys=[self.keys.lease(x.model)], args=[x.token, ttl], client=pipe)
+            await self._renew(keys=self._lease_keys(x), args=[x.token, ttl, x.epoch], client=pipe)
         return [bool(int(r)) for r in await pipe.execute()]
 
     @guarded
     async def release(self, lease: Lease) -> bool:
         """Give the lease up if it is still ours."""
-        return bool(
-            int(await self._release(keys=[self.keys.lease(lease.model)], args=[lease.token]))
-        )
+        return bool(int(await self._release(keys=self._lease_keys(lease), args=[lease.token])))
+
+    def _lease_keys(self, lease: Lease) -> list[str]:
+        return [self.keys.lease(lease.model), self.keys.epoch(lease.model)]
 
     @guarded
     async def lease_holder(self, m: str) -> str | None:
@@ -260,6 +261,7 @@ class Store(StreamOps, VersionOps):
                 k.version_seq(m),
                 k.pins(m),
                 k.head_pin(m),
+                k.epoch(m),
             ],
             args=[
                 lease.token,
@@ -279,6 +281,8 @@ class Store(StreamOps, VersionOps):
                 k.version_base(m),
                 HISTORY_MAXLEN,
                 DEAD_MAXLEN,
+                lease.epoch,
+                self.settings.lease_ttl_ms,
                 len(dead),
                 *dead_args,
             ],

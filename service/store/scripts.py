@@ -104,18 +104,27 @@ return e
 """
 
 RENEW = """
--- KEYS: lease   ARGV: token, ttl ms
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- KEYS: lease, epoch   ARGV: token, ttl ms, epoch
+-- Extends our lease; re-takes it if it expired and nobody took it since (the epoch is
+-- still ours), so a worker stalled past its TTL (a long compile, a GC pause) keeps going.
+local tok = redis.call('GET', KEYS[1])
+if tok == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if not tok and redis.call('GET', KEYS[2]) == ARGV[3] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 1
 end
 return 0
 """
 
 RELEASE = """
--- KEYS: lease   ARGV: token
+-- KEYS: lease, epoch   ARGV: token
+-- Bumps the epoch too: a released token is dead for good (see RENEW and COMMIT).
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  redis.call('INCR', KEYS[2])
   return 1
 end
 return 0
@@ -143,16 +152,21 @@ COMMIT = (
     + _PUBLISH
     + """
 -- KEYS: 1 lease, 2 state, 3 examples, 4 history, 5 dead, 6 versions, 7 head, 8 vseq,
---       9 pins, 10 headpin
+--       9 pins, 10 headpin, 11 epoch
 -- ARGV: 1 token, 2 expected cursor, 3 new cursor, 4 state blob, 5 examples_seen,
 --       6 mistakes, 7 updates, 8 applied delta, 9 trim min-id ('' = none),
 --       10 history point ('1'/'0'), 11 publish ('1'/'0'), 12 serving blob,
 --       13 keep versions, 14 events channel, 15 version base, 16 history maxlen,
---       17 dead maxlen, 18 n dead, then (entry id, reason, payload) per dead entry
+--       17 dead maxlen, 18 the writer's epoch, 19 lease ttl ms, 20 n dead,
+--       then (entry id, reason, payload) per dead entry
+-- The writer is fenced by the epoch: the lease must hold its token, or have expired with
+-- nobody taking it since (epoch unchanged) — then the commit re-takes it.
 local tok = redis.call('GET', KEYS[1])
 if tok ~= ARGV[1] then
-  if tok then return {'lease', tok} end
-  return {'lease', ''}
+  if tok or redis.call('GET', KEYS[11]) ~= ARGV[18] then
+    return {'lease', tok or ''}
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[19])
 end
 local cur = redis.call('HGET', KEYS[2], 'cursor') or '0-0'
 if cur ~= ARGV[2] then return {'conflict', cur} end
@@ -160,9 +174,9 @@ local now = now_ms()
 redis.call('HSET', KEYS[2], 'blob', ARGV[4], 'cursor', ARGV[3], 'examples_seen', ARGV[5],
   'mistakes', ARGV[6], 'updates', ARGV[7], 'updated_at', now)
 redis.call('HINCRBY', KEYS[2], 'applied', ARGV[8])
-local nd = tonumber(ARGV[18])
+local nd = tonumber(ARGV[20])
 for i = 0, nd - 1 do
-  local b = 19 + 3 * i
+  local b = 21 + 3 * i
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[17], '*', 'entry', ARGV[b],
     'reason', ARGV[b + 1], 'payload', ARGV[b + 2])
 end
