@@ -266,7 +266,7 @@
     drawChart($("chart"), shown, { marks, resets });
     let from = 0;
     points.forEach((p, i) => { if (i && p.x < points[i - 1].x) from = i; });
-    points = points.slice(from); // the rate is about the learner as it is now
+    points = (from === 0 ? origin : []).concat(points.slice(from)); // the learner as it is now
     const total = points.length ? points[points.length - 1].x : 0;
     const win = Math.max(100, niceMax(total / 20));
     $("rate-window").textContent = "mistakes per example over the last " + nf.format(win) + " examples";
