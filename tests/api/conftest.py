@@ -91,3 +91,16 @@ async def store_metrics(settings: Settings, m: str) -> dict[str, Any]:
         return (await store.metrics(m)).as_dict()
     finally:
         await store.close()
+
+
+async def eventually(probe: Any, timeout: float = 5.0) -> Any:
+    """Await ``probe()`` until it returns something truthy (the cache swap is asynchronous)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        got = await probe()
+        if got or loop.time() > deadline:
+            return got
+        await asyncio.sleep(0.02)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 
 from service.settings import Settings
-from tests.api.conftest import BINARY_SPEC, assert_error, learn_all, running, store_metrics
+from tests.api.conftest import (
+    BINARY_SPEC,
+    assert_error,
+    eventually,
+    learn_all,
+    running,
+    store_metrics,
+)
 
 POS = {"features": [1.0, 0.0, 0.0, 0.0]}
 
@@ -23,8 +30,11 @@ async def test_feedback_learns_once_from_kept_features(settings: Settings) -> No
         assert stored["appended"] == 1 and stored["examples_seen"] == 1
         # the zero model predicted -1 (margin 0): the feedback +1 was a mistake, then learned
         assert stored["mistakes"] == 1
-        await asyncio.sleep(0.3)
-        assert (await c.post("/models/m/predict", json=POS)).json()["label"] == 1
+
+        async def learned() -> bool:
+            return bool((await c.post("/models/m/predict", json=POS)).json()["label"] == 1)
+
+        assert await eventually(learned)
 
 
 async def test_feedback_errors(settings: Settings) -> None:

@@ -79,7 +79,7 @@ async def test_batch_and_query_string_predictions(settings: Settings) -> None:
         ]
         await c.post("/models/t/examples", json={"examples": train * 5})
         await learn_all(settings)
-        await asyncio.sleep(0.2)
+        await wait_for_version(c, "t", 1, body={"text": "x"})
         r = await c.post(
             "/models/t/predict",
             json={"examples": [{"text": "win money"}, {"text": "noon meeting"}]},
