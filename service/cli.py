@@ -49,7 +49,10 @@ def _client_call(
         with Client(url, api_key=api_key) as client:
             return fn(client, console, *args, **kw)
     except ClientError as e:
-        Console(stderr=True).print(f"[red]error[/] {e}")
+        err = Console(stderr=True)
+        err.print(f"[red]error[/] {e}", markup=True, highlight=False)
+        for note in getattr(e, "__notes__", []):
+            err.print(note, markup=False, highlight=False)
         raise typer.Exit(1) from e
     except (ValueError, OSError) as e:
         Console(stderr=True).print(f"[red]error[/] {e}")

@@ -111,6 +111,11 @@ def replay(
                 break
             except ClientError as e:
                 if e.status not in RETRY_STATUSES or attempt == max_retries:
+                    e.add_note(
+                        f"{posted:,} examples were accepted before this; the rejected batch is "
+                        f"examples {posted + 1:,}..{posted + len(chunk):,} of the replay "
+                        "(an index in the message counts from the batch's first)"
+                    )
                     raise
                 retries += 1
                 time.sleep(0.5)

@@ -105,14 +105,23 @@ def test_replay_posts_batches_in_order_and_retries_backpressure(tmp_path: Path) 
 
 
 def test_replay_stops_on_a_client_error(tmp_path: Path) -> None:
+    calls = iter([202, 422])
+
     def handler(request: httpx.Request) -> httpx.Response:
+        if next(calls) == 202:
+            return httpx.Response(202, json={"accepted": 2})
         return httpx.Response(422, json={"error": {"code": "invalid_example", "message": "bad"}})
 
     with (
         Client("http://sl.test", transport=httpx.MockTransport(handler)) as c,
-        pytest.raises(ClientError),
+        pytest.raises(ClientError) as info,
     ):
-        replay(c, "m", [b"{}"], batch_size=1)
+        replay(c, "m", [b"{}"] * 5, batch_size=2)
+    assert info.value.code == "invalid_example"
+    assert (
+        "2 examples were accepted before this; the rejected batch is examples 3..4"
+        in (info.value.__notes__[0])
+    )
 
 
 def test_unreachable_service_is_a_clean_error() -> None:
