@@ -16,11 +16,11 @@ NEG = {"features": [0.0, 1.0, 0.0, 0.0]}
 
 
 async def wait_for_version(
-    c: httpx.AsyncClient, m: str, at_least: int, timeout: float = 5.0
+    c: httpx.AsyncClient, m: str, at_least: int, timeout: float = 5.0, body: object = POS
 ) -> dict:  # type: ignore[type-arg]
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        r = (await c.post(f"/models/{m}/predict", json=POS)).json()
+        r = (await c.post(f"/models/{m}/predict", json=body)).json()
         if r["version"] >= at_least or asyncio.get_running_loop().time() > deadline:
             return r  # type: ignore[no-any-return]
         await asyncio.sleep(0.02)
