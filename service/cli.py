@@ -41,6 +41,7 @@ def _client_call(
 ) -> Any:
     """Run ``fn(client, console, ...)``; a server or file error becomes a red line and exit 1."""
     from rich.console import Console
+    from rich.markup import escape
 
     from service.client import Client, ClientError
 
@@ -50,12 +51,12 @@ def _client_call(
             return fn(client, console, *args, **kw)
     except ClientError as e:
         err = Console(stderr=True)
-        err.print(f"[red]error[/] {e}", markup=True, highlight=False)
+        err.print(f"[red]error[/] {escape(str(e))}", highlight=False)
         for note in getattr(e, "__notes__", []):
             err.print(note, markup=False, highlight=False)
         raise typer.Exit(1) from e
     except (ValueError, OSError) as e:
-        Console(stderr=True).print(f"[red]error[/] {e}")
+        Console(stderr=True).print(f"[red]error[/] {escape(str(e))}", highlight=False)
         raise typer.Exit(2) from e
 
 
