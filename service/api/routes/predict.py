@@ -20,7 +20,7 @@ from service.api.parsing import body_format, parse_examples
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
 from service.api.schemas import Prediction, Predictions
-from service.errors import InvalidExample
+from service.errors import PayloadTooLarge
 from service.learning.features import Batch
 
 router = APIRouter(prefix="/models", tags=["predict"])
@@ -131,7 +131,7 @@ async def get_predict(
 ) -> FastJSON:
     """Predict one text given in the query string (a quick look)."""
     if len(text) > state.settings.max_text_chars:
-        raise InvalidExample(
+        raise PayloadTooLarge(
             f"text has {len(text)} characters, more than max_text_chars={state.settings.max_text_chars}",
             field="text",
         )

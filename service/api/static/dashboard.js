@@ -417,6 +417,7 @@
     $("key-reason").textContent = reason;
     $("key-input").value = state.key;
     dialog.onclose = () => {
+      state.keyDeclined = dialog.returnValue !== "ok"; // the API key button asks again
       if (dialog.returnValue === "ok") {
         state.key = $("key-input").value.trim();
         sessionStorage.setItem("streamlearn.key", state.key);
@@ -447,10 +448,10 @@
       api("GET", modelPath(name, "metrics")),
       api("GET", modelPath(name, "history")).catch(() => []),
       api("GET", modelPath(name, "versions")).catch(() => []),
-      state.last.__spec && state.last.__spec.name === name ? state.last.__spec.spec
+      state.spec && state.spec.name === name ? state.spec.spec
         : api("GET", modelPath(name)).catch(() => null),
     ]);
-    state.last.__spec = { name, spec };
+    state.spec = { name, spec };
     state.last[name] = metrics;
     const others = state.models.map(modelName).filter((n) => n !== name).slice(0, 12);
     await Promise.all(others.map((n) => api("GET", modelPath(n, "metrics"))
@@ -461,7 +462,11 @@
     renderVersions(name, versions, metrics);
   }
 
+  // One poll at a time: a poll asked for while one runs (a click, a resize) runs right after
+  // it, so the loop never forks into two timers.
   async function poll() {
+    if (state.busy) { state.again = true; return; }
+    state.busy = true;
     clearTimeout(state.timer);
     try {
       state.models = listOf(await api("GET", "models"), "models");
@@ -477,12 +482,14 @@
     } catch (e) {
       if (e.status === 401 || e.status === 403) {
         setStatus("error", "API key needed");
-        askKey("This service requires an API key to read models.", poll);
+        if (!state.keyDeclined) askKey("This service requires an API key to read models.", poll);
       } else {
         setStatus("error", e.status ? `error ${e.status}: ${e.message}` : "service unreachable");
       }
     } finally {
-      state.timer = setTimeout(poll, POLL_MS);
+      state.busy = false;
+      if (state.again) { state.again = false; setTimeout(poll, 0); }
+      else state.timer = setTimeout(poll, POLL_MS);
     }
   }
 
