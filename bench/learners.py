@@ -283,7 +283,10 @@ def table(title: str, rows: list[tuple[str, dict[str, Any], str]], river_rate: f
     out = [f"\n### {title}\n", "| learner | examples/s | × River Perceptron | mistakes | on | note |",
            "|---|---:|---:|---:|---:|---|"]  # fmt: skip
     for name, r, note in rows:
-        ratio = f"{r['rate'] / river_rate:,.0f}×" if river_rate else "–"
+        ratio = "–"
+        if river_rate:
+            x = r["rate"] / river_rate
+            ratio = f"{x:,.0f}×" if x >= 10 else f"{x:.2g}×"
         rate = r["mistakes"] / r["n"] if r["n"] else 0.0
         out.append(
             f"| {name} | {fmt_rate(r['rate'])} | {ratio} | {r['mistakes']:,} ({rate:.1%}) "
