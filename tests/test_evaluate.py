@@ -274,3 +274,29 @@ def test_progressive_learning_with_a_batch_equals_evaluate(tmp_path: Path) -> No
     learner.learn(Batch(parsed.indptr, parsed.indices, parsed.data, y))
     r = evaluate_file(svm, algorithm="mira", dim=30, auc=False)
     assert (r.mistakes, r.updates) == (learner.mistakes, learner.updates)
+
+
+def _textgen():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("textgen", ROOT / "bench" / "textgen.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_spam_preset_learns_the_synthetic_text_stream(tmp_path: Path) -> None:
+    textgen = _textgen()
+    first = list(textgen.SpamStream(seed=5).examples(3000))
+    assert first == list(textgen.SpamStream(seed=5).examples(3000))  # seeded: reproducible
+    assert 0.3 < sum(e["label"] == "spam" for e in first) / len(first) < 0.7
+    path = tmp_path / "text.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in first))
+    spam = evaluate_file(path, preset="spam", classes=["ham", "spam"])
+    assert spam.algorithm == "adagrad" and spam.examples == 3000
+    assert spam.mistake_rate < 0.12 and spam.auc is not None and spam.auc > 0.95
+    plain = evaluate_file(
+        path, algorithm="perceptron", classes=["ham", "spam"], text={"char_ngrams": None}
+    )
+    assert spam.mistakes < plain.mistakes

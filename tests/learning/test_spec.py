@@ -24,7 +24,7 @@ GOOD: list[dict[str, Any]] = [
     },
     {"preset": "spam"},
     {"classes": ["ham", "spam"]},
-    {"preset": "spam", "params": {"C": 0.1}},
+    {"preset": "spam", "params": {"lr": 0.2}},
     {"algorithm": "pa1", "transform": "log1p", "hashing": False, "dim": 10},
 ]
 
