@@ -147,6 +147,15 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
             learned(client, "dash", rolled_back_to + start - 160)
         wait_text(page, "#stat-examples", str(rolled_back_to + 120))
         assert page.locator("#chart line.reset-mark").count() >= 1
+        # Clicks start polls; they must not fork the 1 s polling loop into several.
+        for _ in range(5):
+            page.click('#model-list li[data-model="dash"]')
+        page.wait_for_timeout(300)
+        polls: list[str] = []
+        page.on("request", lambda r: polls.append(r.url) if r.url.endswith("/models") else None)
+        page.wait_for_timeout(3000)
+        assert 1 <= len(polls) <= 5, f"{len(polls)} polls of /models in 3 s"
+
         page.wait_for_timeout(1500)  # let a poll or two land before the picture
         page.screenshot(path=str(output_dir / "dashboard.png"), full_page=True)
         assert errors == []
