@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 from redis import exceptions as rexc
@@ -33,7 +33,7 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
-def guarded(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+def guarded(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """Turn Redis connection failures raised by ``fn`` into :class:`StoreUnavailable`."""
 
     @functools.wraps(fn)
