@@ -305,6 +305,7 @@ class Featurizer:
         self.cache_size = cache_size
         self._codes: dict[Any, int] = {}
         self._schemas: dict[tuple[Any, ...], np.ndarray] = {}
+        self._layouts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, Any, np.ndarray]] = {}
         self._wcodes: dict[str, int] = {}
         self._ccodes: dict[str, int] = {}
         text = spec.text
@@ -491,10 +492,21 @@ class Featurizer:
         cols_parts: list[np.ndarray] = []
         vals_parts: list[np.ndarray] = []
         if values:
-            codes = self._lookup(schemas, errors)
+            one = (
+                not dense_rows
+                and not texts
+                and not self._quadratic
+                and schemas.count(schemas[0]) == n
+                and 0 < len(schemas[0]) <= self.max_features
+            )
+            codes = self._lookup(schemas[:1] if one else schemas, errors)
             vals = _to_float(values, ends, errors, lambda p: f"features.{_flat(schemas)[p]}")
             if vals is not None and self._log1p:
                 vals = np.copysign(np.log1p(np.abs(vals)), vals)
+            if one and codes is not None and vals is not None and not errors:
+                return self._one_schema(schemas[0], vals, n, y)
+            if one and codes is not None:
+                codes = np.tile(codes, n)
             if codes is not None and vals is not None:
                 rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(ends, prepend=0))
                 rows_parts.append(rows)
@@ -551,6 +563,37 @@ class Featurizer:
                 index=most,
             )
         return Batch(indptr, indices, data, y)
+
+    def _one_schema(self, key: tuple[Any, ...], vals: np.ndarray, n: int, y: np.ndarray) -> Batch:
+        """The common case — every example has the same names in the same order — without
+        the general assembly: the schema's column order, signs and collisions are computed
+        once and cached, and a batch is a reshape, a gather and a mask."""
+        info = self._layouts.get(key)
+        if info is None:
+            if len(self._layouts) > SCHEMA_CACHE_SIZE:
+                self._layouts.clear()
+            codes = self._schemas[key]
+            mask = self.dim - 1 if self.hashing else (1 << 62) - 1
+            cols = np.abs(codes) & mask
+            signs = np.where(codes < 0, -1.0, 1.0)
+            order = np.argsort(cols, kind="stable")
+            sorted_cols = cols[order]
+            first = np.concatenate(([True], sorted_cols[1:] != sorted_cols[:-1]))
+            starts = None if first.all() else np.flatnonzero(first)
+            unique_cols = sorted_cols[first].astype(np.int32)
+            info = self._layouts[key] = (order, signs[order], starts, unique_cols)
+        order, signs, starts, unique_cols = info
+        V = vals.reshape(n, -1)[:, order] * signs
+        if starts is not None:  # hash collisions inside the schema: sum them
+            V = np.add.reduceat(V, starts, axis=1)
+        if self.normalize:
+            norms = np.sqrt(np.einsum("ij,ij->i", V, V))
+            np.divide(V, norms[:, None], out=V, where=norms[:, None] > 0)
+        keep = V != 0.0
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.count_nonzero(keep, axis=1), out=indptr[1:])
+        indices = np.broadcast_to(unique_cols, V.shape)[keep]
+        return Batch(indptr, indices, V[keep], y)
 
     def _lookup(
         self, schemas: list[tuple[Any, ...]], errors: list[InvalidExample]

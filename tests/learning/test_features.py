@@ -368,3 +368,30 @@ def test_log1p_transform_applies_to_named_and_dense_values_only() -> None:
     assert text.transform([{"text": "a a a", "label": 1}]).data.tolist() in ([3.0], [-3.0])
     with pytest.raises(ValueError, match="transform"):
         Featurizer(LogSpec(transform="sqrt"))
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_one_schema_fast_path_equals_the_general_path(normalize: bool) -> None:
+    """A batch whose examples share one schema takes a cached-layout path; collisions (3
+    bits for 12 names), zeros and signs must come out as in the general assembly."""
+    sklearn = pytest.importorskip("sklearn.feature_extraction")
+    rng = random.Random(9)
+    names = [f"n{i}" for i in range(12)]
+    examples = [
+        {"features": {k: rng.choice([0.0, 0.0, rng.uniform(-3, 3)]) for k in names}, "label": 1}
+        for _ in range(40)
+    ]
+    f = Featurizer(Spec(dim=8, normalize=normalize))
+    fast = f.transform(examples)
+    check_csr(fast, 8)
+    mixed = f.transform([*examples, {"features": {"other": 1.0}, "label": 1}])  # general path
+    np.testing.assert_array_equal(fast.indptr, mixed.indptr[:-1])
+    np.testing.assert_array_equal(fast.indices, mixed.indices[: fast.nnz])
+    np.testing.assert_allclose(fast.data, mixed.data[: fast.nnz], rtol=1e-12, atol=1e-15)
+    hasher = sklearn.FeatureHasher(n_features=8, input_type="dict", alternate_sign=True)
+    expected = hasher.transform([e["features"] for e in examples]).toarray()
+    if normalize:
+        norms = np.linalg.norm(expected, axis=1, keepdims=True)
+        expected = np.divide(expected, norms, out=np.zeros_like(expected), where=norms > 0)
+    np.testing.assert_allclose(dense(fast, 8), expected, atol=1e-12)
+    assert not np.any(fast.data == 0.0)
