@@ -322,8 +322,9 @@ def evaluate(
     ] = None,
     normalize: Annotated[bool, typer.Option(help="Scale each example to unit L2 norm.")] = False,
     transform: Annotated[
-        str, typer.Option(help="Value transform of named features: none or log1p.")
-    ] = "none",
+        str | None,
+        typer.Option(help="Value transform of named features: none or log1p (preset's if unset)."),
+    ] = None,
     preset: Annotated[str | None, typer.Option(help="A named preset, e.g. spam.")] = None,
     text: Annotated[
         str | None, typer.Option(help="Text options as JSON, e.g. '{\"char_ngrams\": [4, 4]}'.")
@@ -365,7 +366,7 @@ def evaluate(
             "auc": auc,
             "chunk": chunk,
         }
-        if transform != "none":
+        if transform is not None:
             options["transform"] = transform
         if text is not None:
             options["text"] = json.loads(text)

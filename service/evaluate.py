@@ -266,15 +266,12 @@ def build_spec(
     normalize: bool,
     preset: str | None = None,
     text: Mapping[str, Any] | None = None,
-    transform: str = "none",
+    transform: str | None = None,
 ) -> ModelSpec:
     """The model spec an evaluation runs, from the command's options (InvalidSpec if bad)."""
-    d: dict[str, Any] = {
-        "params": dict(params),
-        "hashing": hashing,
-        "normalize": normalize,
-        "transform": transform,
-    }
+    d: dict[str, Any] = {"params": dict(params), "hashing": hashing, "normalize": normalize}
+    if transform is not None:  # unset: the preset's (or "none")
+        d["transform"] = transform
     if algorithm is not None:
         d["algorithm"] = algorithm
     if preset is not None:
@@ -323,7 +320,7 @@ def evaluate_file(
     normalize: bool = False,
     preset: str | None = None,
     text: Mapping[str, Any] | None = None,
-    transform: str = "none",
+    transform: str | None = None,
     order: Path | None = None,
     auc: bool = True,
     chunk: int = 10_000,
@@ -346,7 +343,9 @@ def evaluate_file(
             raise EvaluationError(
                 "svmlight indices are used as given: --bits, --preset and --text do not apply"
             )
-        parsed = parse_svmlight(path.read_bytes(), normalize=normalize, transform=transform)
+        parsed = parse_svmlight(
+            path.read_bytes(), normalize=normalize, transform=transform or "none"
+        )
         size = max(dim or 0, parsed.max_index + 1, 1)
         if dim is not None and parsed.max_index >= dim:
             raise EvaluationError(

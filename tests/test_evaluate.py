@@ -225,6 +225,13 @@ def test_cli_evaluates_spambase_in_its_shuffled_order(
     assert 0 < report["learn_seconds"] <= report["seconds"]
     table = CliRunner().invoke(app, args[:-1])
     assert table.exit_code == 0 and "ROC AUC" in table.stdout and "4,601" in table.stdout
+    preset = CliRunner().invoke(
+        app, [*args[:4], "--classes", "ham,spam", "--preset", "spam", "--json"]
+    )
+    assert preset.exit_code == 0, preset.output
+    spam = json.loads(preset.stdout.strip().splitlines()[-1])
+    assert spam["algorithm"] == "adagrad"  # the preset's log1p applies when --transform is unset
+    assert spam["mistake_rate"] < 0.09 and spam["auc"] > 0.96
 
 
 def test_cli_reports_bad_files_with_exit_code_2(tmp_path: Path) -> None:
