@@ -16,6 +16,7 @@ acknowledged, in its place, and otherwise the producer sends the batch again.
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import time
 from collections.abc import Iterator
@@ -72,29 +73,43 @@ def test_private_server_keeps_acknowledged_writes_across_sigkill(server: RedisSe
 
 
 async def test_store_surfaces_unavailable_and_recovers(server: RedisServer) -> None:
-    """While Redis is down every call raises StoreUnavailable (never a raw redis error); the
-    same Store works again once it is back."""
+    """While Redis is down every call raises StoreUnavailable (never a raw redis error) and
+    leaks nothing (no pipeline left holding a connection: redis-py reports those as
+    'Unclosed Pipeline client' through the loop's exception handler); the same Store works
+    again once Redis is back."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _loop, ctx: reported.append(str(ctx.get("message"))))
     settings = Settings(redis_url=server.url, key_prefix="t")
     store = Store.open(settings)
     try:
         assert await store.create_model("m", model_spec("pa1", 8))
+        lease = await store.acquire("m", "w")
+        assert lease is not None
         server.stop(signal.SIGKILL)
         one = Batch.from_rows([([1], [1.0])], [1])
         for call in (
             store.append("m", one),
+            store.append_many("m", [(one, None), (one, None)]),
+            store.renew([lease]),
             store.metrics("m"),
             store.list_models(),
+            store.list_versions("m"),
             store.load_state("m"),
         ):
             with pytest.raises(StoreUnavailable):
                 await call
         assert await store.ping() is False
+        gc.collect()
+        await asyncio.sleep(0)
+        assert reported == [], reported
         server.start()
         result = await store.append("m", one)
         assert result.appended == 1
         assert (await store.metrics("m")).appended == 1
         assert await store.ping() is True
     finally:
+        loop.set_exception_handler(None)
         await store.close()
 
 
