@@ -63,7 +63,7 @@ def live_service(
             assert w.error is None, f"worker failed: {w.error!r}"
 
 
-def wait_for(predicate, timeout: float = 30.0, every: float = 0.05):  # type: ignore[no-untyped-def]
+def wait_for(predicate, timeout: float = 60.0, every: float = 0.05):  # type: ignore[no-untyped-def]
     """Poll ``predicate()`` until it returns a truthy value; return it (or fail)."""
     deadline = time.monotonic() + timeout
     while True:

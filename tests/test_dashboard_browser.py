@@ -27,7 +27,7 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-TIMEOUT_MS = 30_000
+TIMEOUT_MS = 60_000
 
 pytestmark = [
     pytest.mark.browser,
@@ -67,7 +67,7 @@ def wait_text(page: Any, selector: str, text: str) -> None:
 
 
 def learned(client: Client, model: str, n: int) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while client.metrics(model)["examples_seen"] < n:
         assert time.monotonic() < deadline, f"the worker did not catch up: {client.metrics(model)}"
         time.sleep(0.05)

@@ -97,7 +97,7 @@ def test_spam_example_runs_with_curl(settings) -> None:  # type: ignore[no-untyp
         assert status == 201, body
         status, body = run_curl(learn, base)
         assert status == 202 and body["accepted"] == 4, body  # type: ignore[index]
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while (m := run_curl(metrics, base))[1]["examples_seen"] < 4:  # type: ignore[index]
             assert time.monotonic() < deadline, m
             time.sleep(0.1)

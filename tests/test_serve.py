@@ -187,14 +187,14 @@ def serve_process(
 
 
 def learn_and_wait(url: str, model: str, n: int) -> dict[str, object]:
-    with httpx.Client(base_url=url, timeout=10) as c:
+    with httpx.Client(base_url=url, timeout=90) as c:
         r = c.put(f"/models/{model}", json={"algorithm": "perceptron", "bits": 10})
         assert r.status_code in (200, 201), r.text
         examples = [
             {"features": {"a": 1.0, "b": i % 3}, "label": 1 if i % 2 else -1} for i in range(n)
         ]
         assert c.post(f"/models/{model}/examples", json={"examples": examples}).status_code == 202
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90
         while (m := c.get(f"/models/{model}/metrics").json())["examples_seen"] < n:
             assert time.monotonic() < deadline, m
             time.sleep(0.1)
