@@ -228,21 +228,21 @@ def svmlight_labels(parsed: Parsed, labels: Labels) -> np.ndarray:
     cache: dict[bytes, int] = {}
     out = np.empty(len(parsed.labels), dtype=np.int32)
     for i, token in enumerate(parsed.labels):
-        k = cache.get(token)
-        if k is None:
+        found: int | None = cache.get(token)
+        if found is None:
             text = token.decode("utf-8", "replace")
             try:
-                k = labels.index(text)
+                found = labels.index(text)
             except ValueError:
                 try:
-                    k = labels.index(int(text))
+                    found = labels.index(int(text))
                 except ValueError:
                     raise EvaluationError(
                         f"svmlight line {int(parsed.lines[i]) + 1}: label {text!r} is not one "
                         "of the classes (give them with --classes)"
                     ) from None
-            cache[token] = k
-        out[i] = k
+            cache[token] = found
+        out[i] = found
     return out
 
 

@@ -22,6 +22,7 @@ zeros dropped (the :class:`~service.learning.features.Batch` contract).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -58,7 +59,7 @@ def _parse_decimal(buf: np.ndarray, s: int, pow10: np.ndarray) -> tuple[int, flo
     digits = 0
     exp10 = 0
     while k < n_buf:
-        d = np.int64(buf[k]) - 48
+        d = int(buf[k]) - 48
         if d < 0 or d > 9:
             break
         digits += 1
@@ -72,7 +73,7 @@ def _parse_decimal(buf: np.ndarray, s: int, pow10: np.ndarray) -> tuple[int, flo
     if k < n_buf and buf[k] == 46:  # .
         k += 1
         while k < n_buf:
-            d = np.int64(buf[k]) - 48
+            d = int(buf[k]) - 48
             if d < 0 or d > 9:
                 break
             digits += 1
@@ -95,7 +96,7 @@ def _parse_decimal(buf: np.ndarray, s: int, pow10: np.ndarray) -> tuple[int, flo
         ed = 0
         ev = 0
         while k < n_buf:
-            d = np.int64(buf[k]) - 48
+            d = int(buf[k]) - 48
             if d < 0 or d > 9:
                 break
             if ev < 100000:
@@ -123,7 +124,7 @@ def _token_end(buf: np.ndarray, k: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf: np.ndarray, max_lines: int, max_nnz: int, pow10: np.ndarray):  # type: ignore[no-untyped-def]
+def _scan(buf: np.ndarray, max_lines: int, max_nnz: int, pow10: np.ndarray) -> tuple[Any, ...]:
     """One pass over the buffer. Per row: label span, numeric label (if it is one), line;
     CSR of the features; the tokens ``float()`` must finish; an error code and its line."""
     n_buf = buf.shape[0]
@@ -171,7 +172,7 @@ def _scan(buf: np.ndarray, max_lines: int, max_nnz: int, pow10: np.ndarray):  # 
             ts = k
             j = 0
             while k < n_buf:
-                d = np.int64(buf[k]) - 48
+                d = int(buf[k]) - 48
                 if d < 0 or d > 9:
                     break
                 j = j * 10 + d

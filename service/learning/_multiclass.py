@@ -110,7 +110,7 @@ class MulticlassLearner(Learner):
     """Base of the multi-class learners: ``W`` (K, dim) and ``b`` (K,)."""
 
     multiclass: ClassVar[bool] = True
-    link: ClassVar[str] = "softmax"
+    link: str = "softmax"
     _arrays: ClassVar[tuple[str, ...]] = ("W", "b")
     W: np.ndarray
     b: np.ndarray

@@ -135,10 +135,14 @@ _NUMBER_TYPES = frozenset({float, int})
 class TextOptions(Protocol):
     """What the featurizer reads from a text spec (``service.learning.spec.TextSpec``)."""
 
-    word_ngrams: tuple[int, int] | None
-    char_ngrams: tuple[int, int] | None
-    binary: bool
-    normalize: bool
+    @property
+    def word_ngrams(self) -> tuple[int, int] | None: ...
+    @property
+    def char_ngrams(self) -> tuple[int, int] | None: ...
+    @property
+    def binary(self) -> bool: ...
+    @property
+    def normalize(self) -> bool: ...
 
 
 class FeatureSpec(Protocol):

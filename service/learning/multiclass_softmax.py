@@ -127,7 +127,7 @@ class MulticlassSoftmax(MulticlassLearner):
     ``label_smoothing`` (0 ≤ ε < 1)."""
 
     name = "softmax"
-    link = "softmax"
+    link: str = "softmax"
     _float_slots = ("scale",)
 
     def __init__(
