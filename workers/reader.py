@@ -18,12 +18,17 @@ from service.store import Store, StreamEntry
 
 Read = dict[str, list[StreamEntry]]
 
+# Aim for about this many examples per XREAD and model: entries of 1,000 examples with 100
+# non-zeros are ~1.2 MB each, and ``read_count`` (200) of them would be a 240 MB reply.
+READ_EXAMPLES = 20_000
+
 
 class ReadAhead:
     """``await next(positions)``: the entries after each position, reading one step ahead."""
 
     def __init__(self, store: Store, count: int, block_ms: int) -> None:
-        self.store, self.count, self.block_ms = store, count, block_ms
+        self.store, self.max_count, self.block_ms = store, count, block_ms
+        self.count = min(count, 16)  # until the entry size is known
         self._task: asyncio.Task[Read] | None = None
         self._issued: dict[str, str] = {}
 
@@ -38,12 +43,20 @@ class ReadAhead:
             stale = {m: p for m, p in positions.items() if issued.get(m) != p}
             if stale and not read:
                 read = await self.store.read(stale, self.count, None)
+        self._adapt(read)
         ahead = {m: (read[m][-1].id if read.get(m) else p) for m, p in positions.items()}
         if ahead:
             self._issued = ahead
             self._task = asyncio.create_task(self.store.read(ahead, self.count, self.block_ms))
             await asyncio.sleep(0)  # let it send the command before we start learning
         return read
+
+    def _adapt(self, read: Read) -> None:
+        """Entries per read: ``read_count``, fewer when entries are big batches."""
+        entries = [e for es in read.values() for e in es]
+        if entries:
+            per_entry = max(1, sum(e.n or 1 for e in entries) // len(entries))
+            self.count = max(1, min(self.max_count, READ_EXAMPLES // per_entry))
 
     async def close(self) -> None:
         """Wait for a read in flight (bounded by ``block_ms``) and forget it."""

@@ -280,7 +280,10 @@ class Worker:
 
     async def _caught_up(self) -> bool:
         """Whether every model's committed cursor has reached the end of its stream."""
+        now = time.monotonic()
         for m in await self.store.list_models():
+            if self._skip_until.get(m, 0.0) > now:
+                continue  # cannot be loaded: waiting for it would never end
             h = self.held.get(m)
             if h is not None and (h.entries or h.dirty):
                 return False

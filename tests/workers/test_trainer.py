@@ -205,6 +205,8 @@ async def test_a_deleted_model_is_dropped(store: Store) -> None:
 async def test_an_unbuildable_spec_is_skipped(store: Store) -> None:
     await store.create_model("bad", {"algorithm": "no-such-thing"})
     await store.create_model("ok", spec("perceptron"))
+    k = store.keys  # entries the model can never learn must not keep a burst worker running
+    await store.client.xadd(k.examples("bad"), {"b": b"x", "n": 1})
     await append_all(store, "ok", batches(500, 7))
     worker = Worker(store.settings, store)
     await asyncio.wait_for(worker.run(burst=True), 30)
