@@ -66,10 +66,12 @@ def featurizer_rates(batches: int = 20) -> list[tuple[str, float]]:
              for _ in range(1000)]  # fmt: skip
     named = ModelSpec.from_dict({"algorithm": "pa1"}).featurizer()
     spam = ModelSpec.from_dict({"preset": "spam"}).featurizer()
+    chars = ModelSpec.from_dict({"preset": "spam", "text": {"char_ngrams": [4, 4]}}).featurizer()
     for label, f, data in (
         ("100 named features, one schema", named, fixed),
         ("100 named features, random names", named, varied),
-        ("text, 60 words (preset spam: words + char 4-grams)", spam, texts),
+        ("text, 60 words (spam preset: word unigrams)", spam, texts),
+        ("text, 60 words, word unigrams + char 4-grams", chars, texts),
     ):
         f.transform(data)
         t0 = time.perf_counter()
@@ -84,10 +86,13 @@ def main() -> None:
     ap.add_argument("--examples", type=int, default=200_000)
     ap.add_argument("--nnz", type=int, default=100)
     ap.add_argument("--bits", type=int, default=18)
+    ap.add_argument("--featurizer-only", action="store_true")
     args = ap.parse_args()
     print("featurizer (1,000-example batches, one process):")
     for label, rate in featurizer_rates():
         print(f"  {label:<55} {rate:>12,.0f} examples/s")
+    if args.featurizer_only:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         svm, vw = write_files(Path(tmp), args.examples, args.nnz, args.bits)
         mb = svm.stat().st_size / 1e6
