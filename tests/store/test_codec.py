@@ -51,7 +51,7 @@ def test_batch_round_trip(batch: Batch, with_ids: bool) -> None:
     ids = [f"id-{i}" if i % 2 else None for i in range(batch.n)] if with_ids else None
     got, got_ids = decode_batch(encode_batch(batch, ids))
     same_batch(got, batch)
-    assert got_ids == (ids if ids else None)
+    assert got_ids == ids
 
 
 def test_decoded_arrays_are_writable_and_aligned() -> None:
