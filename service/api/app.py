@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from service.api import errors
 from service.api.auth import Authenticator, parse_keys, warn_if_open
 from service.api.backend import Backend
+from service.api.batching import Batcher
 from service.api.cache import ModelCache
 from service.api.deps import AppState
 from service.api.limits import BodyLimit
@@ -53,6 +54,7 @@ def _lifespan(state: AppState) -> Any:
             },
         )
         state.drift = {}
+        state.batcher = Batcher(state.backend)
         warn_if_open(state.auth)
         # numba and numpy leave millions of long-lived objects behind at import; without this,
         # every full collection walks them all (a stall of a few hundred ms under load).

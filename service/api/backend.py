@@ -36,12 +36,7 @@ class Backend:
         self.settings = settings
         self.keys = store.keys
         self.client = store.client
-        self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]]]] = {}
-
-        async def keep_flush(items: list[tuple[str, Sequence[str], Batch, int]]) -> None:
-            await kept.keep_many(self.client, self.keys, items)
-
-        self._keeper: Coalescer[tuple[str, Sequence[str], Batch, int]] = Coalescer(keep_flush)
+        self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]], None]] = {}
 
     # --- models -----------------------------------------------------------------------------
     async def create_model(self, m: str, spec: Any, ttl: int | None) -> bool:
@@ -90,8 +85,9 @@ class Backend:
         appender = self._appenders.get(m)
         if appender is None:
 
-            async def flush(items: list[tuple[Batch, Sequence[str | None]]]) -> None:
+            async def flush(items: list[tuple[Batch, Sequence[str | None]]]) -> list[None]:
                 await self._append_now(m, items)
+                return [None] * len(items)
 
             appender = self._appenders[m] = Coalescer(flush)
         await appender.submit((batch, ids))
@@ -103,8 +99,11 @@ class Backend:
         await self.store.append(m, batch, ids if has_ids else None)
 
     async def keep(self, m: str, pids: Sequence[str], batch: Batch, ttl: int) -> None:
-        """Keep predictions' features; concurrent calls share one pipelined round trip."""
-        await self._keeper.submit((m, pids, batch, ttl))
+        """Keep predictions' features for feedback (one pipelined round trip)."""
+        await kept.keep(self.client, self.keys, m, pids, batch, ttl)
+
+    async def keep_many(self, items: Sequence[tuple[str, Sequence[str], Batch, int]]) -> None:
+        await kept.keep_many(self.client, self.keys, items)
 
     async def take(self, m: str, pid: str) -> Batch:
         return await kept.take(self.client, self.keys, m, pid)

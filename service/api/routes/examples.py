@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Request
 
+from service.api.batching import SMALL, first_occurrences
 from service.api.compute import run_cpu
-from service.api.deps import Learn, app_state
+from service.api.deps import hot, hot_parameters
 from service.api.parsing import body_format, parse_examples
 from service.api.responses import FastJSON
-from service.api.routes.models import ERRORS, ModelName
+from service.api.routes.models import ERRORS
 from service.api.schemas import Accepted
 from service.learning.features import Batch
 
@@ -41,38 +42,18 @@ def featurize(featurizer: Any, examples: list[Any]) -> Batch:
     return batch
 
 
-def first_occurrences(ids: list[str | None]) -> list[int] | None:
-    """Rows to keep when the same id repeats inside one batch (learned once), else None."""
-    seen: set[str] = set()
-    keep: list[int] = []
-    for i, ident in enumerate(ids):
-        if ident is not None:
-            if ident in seen:
-                continue
-            seen.add(ident)
-        keep.append(i)
-    return keep if len(keep) < len(ids) else None
-
-
 @router.post(
     "/{m}/examples",
     status_code=202,
     response_model=Accepted,
     responses={**ERRORS, 429: {"model": Accepted}},
-    openapi_extra=INGEST_BODY,
-    dependencies=[Learn],
+    openapi_extra={**INGEST_BODY, "parameters": hot_parameters("json|ndjson|svmlight")},
 )
-async def post_examples(
-    m: ModelName,
-    request: Request,
-    format: Annotated[str | None, Query(description="json | ndjson | svmlight")] = None,
-) -> FastJSON:
+async def post_examples(request: Request) -> FastJSON:
     """Accept labeled examples for learning (202); the model learns them asynchronously."""
-    # the hot path takes the app state from the request: each declared dependency costs
-    state = app_state(request)
-    backend, cache = state.backend, state.cache
-    assert backend is not None and cache is not None
-    kind = body_format(request.headers.get("content-type"), format)
+    ctx = hot(request, "learn")  # scope check; parameters read without FastAPI's validation
+    state, backend, cache, m = ctx.state, ctx.backend, ctx.cache, ctx.m
+    kind = body_format(request.headers.get("content-type"), ctx.format)
     served = await cache.get(m)  # 404 before reading a body for an unknown model
     raw = await request.body()
     settings = state.settings
@@ -85,8 +66,11 @@ async def post_examples(
         max_text_chars=settings.max_text_chars,
         max_features=settings.max_features,
     )
-    batch = await run_cpu(len(raw), featurize, served.featurizer, parsed.examples)
     ids = parsed.ids
+    if len(ids) <= SMALL:  # micro-batched with concurrent small requests of this model
+        await ctx.batcher.ingest(m, served.featurizer, parsed.examples, ids)
+        return FastJSON({"accepted": len(ids), "ids": ids}, status_code=202)
+    batch = await run_cpu(len(raw), featurize, served.featurizer, parsed.examples)
     keep = first_occurrences(ids)
     if keep is not None:
         batch = Batch.concat([batch.row(i) for i in keep])

@@ -9,13 +9,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-import numpy as np
 from fastapi import APIRouter, Query, Request
 
 from service.api.backend import Backend
+from service.api.batching import SMALL, Batcher, answers
 from service.api.cache import ModelCache, Served
 from service.api.compute import run_cpu
-from service.api.deps import BackendDep, CacheDep, Predict, StateDep, app_state
+from service.api.deps import BackendDep, CacheDep, Predict, StateDep, hot, hot_parameters
 from service.api.parsing import body_format, parse_examples
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
@@ -47,65 +47,34 @@ PREDICT_BODY: dict[str, Any] = {
 def score(served: Served, examples: list[Any]) -> tuple[Batch, list[dict[str, Any]]]:
     """Featurize and score a batch; one dict per example (without the prediction id)."""
     batch: Batch = served.featurizer.transform(examples, labels=False)
-    model = served.model
-    margins = np.asarray(model.margins(batch), dtype=np.float64)
-    proba = np.asarray(model.proba(batch), dtype=np.float64)
-    classes = np.asarray(model.predict(batch))
-    name = served.featurizer.label_name
-    out: list[dict[str, Any]] = []
-    if margins.ndim == 1:
-        for i in range(batch.n):
-            out.append(
-                {
-                    "label": name(int(classes[i])),
-                    "score": float(min(1.0, max(0.0, proba[i]))),
-                    "margin": float(margins[i]),
-                    "version": served.version,
-                }
-            )
-    else:
-        for i in range(batch.n):
-            k = int(classes[i])
-            out.append(
-                {
-                    "label": name(k),
-                    "score": float(min(1.0, max(0.0, proba[i, k]))),
-                    "margin": float(margins[i, k]),
-                    "version": served.version,
-                }
-            )
-    return batch, out
+    return batch, answers(served, batch)
 
 
 async def predict_examples(
-    m: str, examples: list[Any], size: int, backend: Backend, cache: ModelCache
+    m: str, examples: list[Any], size: int, backend: Backend, cache: ModelCache, batcher: Batcher
 ) -> list[dict[str, Any]]:
     served = await cache.get(m)
-    batch, answers = await run_cpu(size, score, served, examples)
-    pids = [uuid.uuid4().hex for _ in answers]
-    for answer, pid in zip(answers, pids, strict=True):
+    if len(examples) <= SMALL:  # micro-batched with concurrent small requests of this model
+        return await batcher.predict(m, served, examples)
+    batch, scored = await run_cpu(size, score, served, examples)
+    pids = [uuid.uuid4().hex for _ in scored]
+    for answer, pid in zip(scored, pids, strict=True):
         answer["prediction_id"] = pid
     await backend.keep(m, pids, batch, served.feedback_ttl)
-    return answers
+    return scored
 
 
 @router.post(
     "/{m}/predict",
     response_model=Prediction | Predictions,
     responses=ERRORS,
-    openapi_extra=PREDICT_BODY,
-    dependencies=[Predict],
+    openapi_extra={**PREDICT_BODY, "parameters": hot_parameters("json|ndjson|svmlight")},
 )
-async def post_predict(
-    m: ModelName,
-    request: Request,
-    format: Annotated[str | None, Query(description="json | ndjson")] = None,
-) -> FastJSON:
+async def post_predict(request: Request) -> FastJSON:
     """Predict one example (one answer) or a batch (``{"predictions": [...]}``)."""
-    state = app_state(request)  # the hot path: no per-request dependency resolution
-    backend, cache = state.backend, state.cache
-    assert backend is not None and cache is not None
-    kind = body_format(request.headers.get("content-type"), format)
+    ctx = hot(request, "predict")  # scope check; parameters read without FastAPI's validation
+    state, backend, cache, m = ctx.state, ctx.backend, ctx.cache, ctx.m
+    kind = body_format(request.headers.get("content-type"), ctx.format)
     raw = await request.body()
     s = state.settings
     parsed = parse_examples(
@@ -115,10 +84,10 @@ async def post_predict(
         max_text_chars=s.max_text_chars,
         max_features=s.max_features,
     )
-    answers = await predict_examples(m, parsed.examples, len(raw), backend, cache)
+    out = await predict_examples(m, parsed.examples, len(raw), backend, cache, ctx.batcher)
     if parsed.single:
-        return FastJSON(answers[0])
-    return FastJSON({"predictions": answers})
+        return FastJSON(out[0])
+    return FastJSON({"predictions": out})
 
 
 @router.get("/{m}/predict", response_model=Prediction, responses=ERRORS, dependencies=[Predict])
@@ -135,5 +104,6 @@ async def get_predict(
             f"text has {len(text)} characters, more than max_text_chars={state.settings.max_text_chars}",
             field="text",
         )
-    answers = await predict_examples(m, [{"text": text}], len(text), backend, cache)
-    return FastJSON(answers[0])
+    assert state.batcher is not None
+    out = await predict_examples(m, [{"text": text}], len(text), backend, cache, state.batcher)
+    return FastJSON(out[0])
