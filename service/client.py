@@ -44,12 +44,20 @@ class ClientError(Exception):
     ``"invalid_example"``, ``"model_not_found"``), ``message`` its human text.
     """
 
-    def __init__(self, status: int, code: str, message: str, body: JSON = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        body: JSON = None,
+        retry_after: float | None = None,
+    ):
         super().__init__(f"{status} {code}: {message}" if status else f"{code}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.body = body
+        self.retry_after = retry_after  # seconds, from a 429/503's Retry-After header
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +104,7 @@ def _parse(response: httpx.Response, raw: bool) -> JSON:
                 message = str(err.get("message", err.get("detail", message)))
         except ValueError:
             message = response.text[:500] or message
-        raise ClientError(response.status_code, code, message, body)
+        raise ClientError(response.status_code, code, message, body, _retry_after(response.headers))
     if raw:
         return response.content
     if not response.content:
@@ -105,6 +113,15 @@ def _parse(response: httpx.Response, raw: bool) -> JSON:
     if "json" in ctype:
         return orjson.loads(response.content)
     return response.text
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """``Retry-After`` in seconds (the HTTP-date form is not used by this API)."""
+    try:
+        value = float(headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
 
 
 def _examples_body(examples: Example | Sequence[Example], ids: Sequence[str] | None) -> JSON:

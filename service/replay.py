@@ -3,7 +3,8 @@
 Lines are posted as they are (NDJSON or svmlight bodies of ``batch_size`` lines), not parsed
 and re-encoded, so the client is never the bottleneck; only ``--order`` needs the ids, and
 then each line is parsed once to learn its id. A 429 (backlog over ``max_lag``) or 503 is
-retried after a short pause: a replay slows down instead of failing.
+retried after the server's ``Retry-After`` (at most 5 s): a replay slows down instead
+of failing.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from service.client import Client, ClientError
 
 FORMATS = ("ndjson", "svmlight")
 RETRY_STATUSES = (429, 503)
+MAX_BACKOFF_S = 5.0
 
 
 @dataclass
@@ -118,7 +120,7 @@ def replay(
                     )
                     raise
                 retries += 1
-                time.sleep(0.5)
+                time.sleep(min(max(e.retry_after or 0.5, 0.05), MAX_BACKOFF_S))
         requests += 1
         posted += len(chunk)
         if on_batch is not None:

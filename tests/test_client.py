@@ -134,6 +134,14 @@ def test_server_error_body_becomes_client_error() -> None:
     assert err.body == body
 
 
+def test_retry_after_is_kept() -> None:
+    body = {"error": {"code": "lag_exceeded", "message": "backlog over max_lag"}}
+    rec = Recorder(lambda r: httpx.Response(429, json=body, headers={"retry-after": "2"}))
+    with sync_client(rec) as c, pytest.raises(ClientError) as info:
+        c.learn("m", {"label": 1})
+    assert (info.value.code, info.value.retry_after) == ("lag_exceeded", 2.0)
+
+
 def test_non_json_error_keeps_status_and_text() -> None:
     rec = Recorder(lambda r: httpx.Response(502, text="bad gateway"))
     with sync_client(rec) as c, pytest.raises(ClientError) as info:
