@@ -89,6 +89,10 @@ def test_api_port_matches_settings(services: dict[str, Any]) -> None:
     port = env["STREAMLEARN_PORT"]
     assert Settings(port=int(port), host=env["STREAMLEARN_HOST"]).port == int(port)
     assert any(p.endswith(f":{port}") for p in api["ports"])
+    assert all(p.startswith("${STREAMLEARN_BIND:-127.0.0.1}:") for p in api["ports"]), (
+        "the API is open without keys: publish it on loopback unless told otherwise"
+    )
+    assert "ports" not in services["redis"], "Redis must not be published"
     assert f"127.0.0.1:{port}/healthz" in " ".join(api["healthcheck"]["test"])
 
 
