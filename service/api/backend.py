@@ -98,11 +98,9 @@ class Backend:
         has_ids = any(i is not None for i in ids)
         await self.store.append(m, batch, ids if has_ids else None)
 
-    async def keep(self, m: str, pids: Sequence[str], batch: Batch, ttl: int) -> None:
-        """Keep predictions' features for feedback (one pipelined round trip)."""
-        await kept.keep(self.client, self.keys, m, pids, batch, ttl)
-
-    async def keep_many(self, items: Sequence[tuple[str, Sequence[str], Batch, int]]) -> None:
+    async def keep(self, items: Sequence[tuple[str, str, Batch, int]]) -> None:
+        """Keep predictions' features for feedback: ``(model, group, batch, ttl)`` each, one
+        key per group, all in one pipelined round trip."""
         await kept.keep_many(self.client, self.keys, items)
 
     async def take(self, m: str, pid: str) -> Batch:

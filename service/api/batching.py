@@ -55,8 +55,8 @@ def featurize_group(
     return None, [], errors
 
 
-def answers(served: Served, batch: Batch) -> list[dict[str, Any]]:
-    """One answer per row (without the prediction id)."""
+def answers(served: Served, batch: Batch, group: str) -> list[dict[str, Any]]:
+    """One answer per row; prediction ids are ``<group>-<row>`` (see store/feedback.py)."""
     model = served.model
     margins = np.asarray(model.margins(batch), dtype=np.float64)
     proba = np.asarray(model.proba(batch), dtype=np.float64)
@@ -73,6 +73,7 @@ def answers(served: Served, batch: Batch) -> list[dict[str, Any]]:
                 "score": float(min(1.0, max(0.0, p))),
                 "margin": float(m),
                 "version": version,
+                "prediction_id": f"{group}-{i}",
             }
         )
     return out
@@ -154,7 +155,7 @@ class Batcher:
         by_served: dict[int, list[int]] = {}
         for pos, (served, _) in enumerate(items):  # a swap mid-queue: score with each's own
             by_served.setdefault(id(served), []).append(pos)
-        keeps: list[tuple[str, Sequence[str], Batch, int]] = []
+        keeps: list[tuple[str, str, Batch, int]] = []
         for positions in by_served.values():
             served = items[positions[0]][0]
             groups = [items[pos][1] for pos in positions]
@@ -163,16 +164,14 @@ class Batcher:
                 outcomes[positions[g]] = err
             if batch is None:
                 continue
-            scored = answers(served, batch)
-            pids = [uuid.uuid4().hex for _ in scored]
-            for answer, pid in zip(scored, pids, strict=True):
-                answer["prediction_id"] = pid
-            keeps.append((m, pids, batch, served.feedback_ttl))
+            group = uuid.uuid4().hex
+            scored = answers(served, batch, group)
+            keeps.append((m, group, batch, served.feedback_ttl))
             start = 0
             for g in alive:
                 n = len(groups[g])
                 outcomes[positions[g]] = scored[start : start + n]
                 start += n
         if keeps:
-            await self.backend.keep_many(keeps)
+            await self.backend.keep(keeps)
         return outcomes

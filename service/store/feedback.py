@@ -1,12 +1,15 @@
 """Features kept with predictions, so that feedback can learn from them later.
 
-A prediction's sparse row is stored under ``Keys.prediction(m, pid)`` with a TTL (the model's
-``feedback_ttl``, else ``settings.feedback_ttl_s``): when feedback arrives the API appends that
-row with the given label, and after the TTL the id is unknown (404). A batch of predictions is
-written with one pipelined round trip (no MULTI: each key stands alone).
+One predict call (or one micro-batched group of them) keeps its whole sparse batch under one
+key, ``Keys.prediction(m, group)``, with a TTL (the model's ``feedback_ttl``, else
+``settings.feedback_ttl_s``); each prediction's id is ``<group>-<row>``. When feedback
+arrives the API takes that row back and appends it with the given label; after the TTL the id
+is unknown (404). Keeping a batch of 1,000 predictions is one SET, not 1,000; several groups
+go out in one pipelined round trip (no MULTI: each key stands alone).
 
-Value format (little endian): format byte ``1``, ``uint32`` nnz, then ``int32`` indices and
-``float64`` values — decoded with :func:`numpy.frombuffer`, no per-feature Python.
+Value format (little endian): format byte ``2``, ``uint32`` rows, ``uint32`` nnz, then
+``int64`` indptr, ``int32`` indices and ``float64`` values — decoded with
+:func:`numpy.frombuffer`, no per-feature Python.
 
 The per-model TTL is kept as the ``feedback_ttl`` field of the model's spec hash, so deleting
 the model removes it too.
@@ -27,60 +30,57 @@ from service.errors import DecodeError, PredictionNotFound, StoreUnavailable
 from service.learning.features import Batch
 from service.store.keys import Keys
 
-FORMAT = 1
-_HEAD = struct.Struct("<BI")
+FORMAT = 2
+_HEAD = struct.Struct("<BII")
 TTL_FIELD = "feedback_ttl"
 
 
-def encode_row(indices: np.ndarray, data: np.ndarray) -> bytes:
+def prediction_ids(group: str, n: int) -> list[str]:
+    """The ids of the ``n`` predictions kept under ``group``."""
+    return [f"{group}-{i}" for i in range(n)]
+
+
+def encode_batch(batch: Batch) -> bytes:
     return (
-        _HEAD.pack(FORMAT, int(indices.shape[0]))
-        + np.ascontiguousarray(indices, dtype="<i4").tobytes()
-        + np.ascontiguousarray(data, dtype="<f8").tobytes()
+        _HEAD.pack(FORMAT, batch.n, batch.nnz)
+        + np.ascontiguousarray(batch.indptr, dtype="<i8").tobytes()
+        + np.ascontiguousarray(batch.indices, dtype="<i4").tobytes()
+        + np.ascontiguousarray(batch.data, dtype="<f8").tobytes()
     )
 
 
-def decode_row(raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+def decode_row(raw: bytes, row: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row ``row`` of a kept batch: (indices, values)."""
     try:
-        fmt, nnz = _HEAD.unpack_from(raw)
+        fmt, n, nnz = _HEAD.unpack_from(raw)
         if fmt != FORMAT:
             raise ValueError(f"unknown kept-prediction format {fmt}")
-        start = _HEAD.size
-        indices = np.frombuffer(raw, dtype="<i4", count=nnz, offset=start).astype(np.int32)
-        data = np.frombuffer(raw, dtype="<f8", count=nnz, offset=start + 4 * nnz).astype(np.float64)
+        if not 0 <= row < n:
+            raise IndexError(row)
+        off = _HEAD.size
+        indptr = np.frombuffer(raw, dtype="<i8", count=n + 1, offset=off)
+        lo, hi = int(indptr[row]), int(indptr[row + 1])
+        off_i = off + 8 * (n + 1)
+        off_d = off_i + 4 * nnz
+        indices = np.frombuffer(raw, dtype="<i4", count=hi - lo, offset=off_i + 4 * lo)
+        data = np.frombuffer(raw, dtype="<f8", count=hi - lo, offset=off_d + 8 * lo)
     except (struct.error, ValueError) as exc:
         raise DecodeError(f"kept prediction cannot be decoded: {exc}") from exc
-    return indices, data
+    return indices.astype(np.int32), data.astype(np.float64)
 
 
 def _unavailable(exc: Exception) -> StoreUnavailable:
-    return StoreUnavailable(f"Redis is unreachable: {type(exc).__name__}")
-
-
-async def keep(
-    client: aioredis.Redis | Any, keys: Keys, m: str, pids: Sequence[str], batch: Batch, ttl_s: int
-) -> None:
-    """Store row ``i`` of ``batch`` under prediction id ``pids[i]`` for ``ttl_s`` seconds."""
-    await keep_many(client, keys, [(m, pids, batch, ttl_s)])
+    return StoreUnavailable(f"Redis is unavailable: {type(exc).__name__}")
 
 
 async def keep_many(
-    client: aioredis.Redis | Any,
-    keys: Keys,
-    items: Sequence[tuple[str, Sequence[str], Batch, int]],
+    client: aioredis.Redis | Any, keys: Keys, items: Sequence[tuple[str, str, Batch, int]]
 ) -> None:
-    """Several :func:`keep` calls (any models) in one pipelined round trip."""
+    """Keep each ``(model, group, batch, ttl_s)`` in one pipelined round trip."""
     try:
         async with client.pipeline(transaction=False) as pipe:
-            for m, pids, batch, ttl_s in items:
-                ptr = batch.indptr
-                for i, pid in enumerate(pids):
-                    lo, hi = int(ptr[i]), int(ptr[i + 1])
-                    pipe.set(
-                        keys.prediction(m, pid),
-                        encode_row(batch.indices[lo:hi], batch.data[lo:hi]),
-                        ex=max(1, int(ttl_s)),
-                    )
+            for m, group, batch, ttl_s in items:
+                pipe.set(keys.prediction(m, group), encode_batch(batch), ex=max(1, int(ttl_s)))
             await pipe.execute()
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise _unavailable(exc) from exc
@@ -88,21 +88,26 @@ async def keep_many(
 
 async def take(client: aioredis.Redis | Any, keys: Keys, m: str, pid: str) -> Batch:
     """The kept row of prediction ``pid`` (y = -1), or ``PredictionNotFound`` (unknown/expired)."""
+    group, _, row_s = pid.rpartition("-")
+    unknown = PredictionNotFound(
+        f"prediction_id {pid[:80]!r} is unknown or expired for model {m!r}", field="prediction_id"
+    )
+    if not group or not row_s.isdigit():
+        raise unknown
     try:
-        key = keys.prediction(m, pid)
+        key = keys.prediction(m, group)
     except ValueError as exc:
-        raise PredictionNotFound(
-            f"prediction_id {pid[:64]!r} is not valid", field="prediction_id"
-        ) from exc
+        raise unknown from exc
     try:
         raw = await client.get(key)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise _unavailable(exc) from exc
     if raw is None:
-        raise PredictionNotFound(
-            f"prediction_id {pid!r} is unknown or expired for model {m!r}", field="prediction_id"
-        )
-    indices, data = decode_row(bytes(raw) if not isinstance(raw, str) else raw.encode())
+        raise unknown
+    try:
+        indices, data = decode_row(bytes(raw), int(row_s))
+    except IndexError as exc:
+        raise unknown from exc
     return Batch(
         np.array([0, indices.shape[0]], dtype=np.int64), indices, data, np.full(1, -1, np.int32)
     )

@@ -79,3 +79,29 @@ async def test_kept_features_expire_per_model(settings: Settings) -> None:
             "prediction_not_found",
             "expired",
         )
+
+
+async def test_feedback_on_one_row_of_a_batch_prediction(settings: Settings) -> None:
+    neg = {"features": [0.0, 1.0, 0.0, 0.0]}
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        preds = (await c.post("/models/m/predict", json={"examples": [POS, neg, POS]})).json()
+        pids = [p["prediction_id"] for p in preds["predictions"]]
+        group = pids[0].rsplit("-", 1)[0]
+        assert pids == [f"{group}-{i}" for i in range(3)]
+        assert_error(
+            await c.post("/models/m/feedback", json={"prediction_id": f"{group}-3", "label": 1}),
+            404,
+            "prediction_not_found",
+        )
+        r = await c.post("/models/m/feedback", json={"prediction_id": pids[1], "label": 1})
+        assert r.status_code == 202
+        await learn_all(settings)
+
+        async def learned_row_1() -> bool:  # the perceptron learned neg's features as +1
+            return bool((await c.post("/models/m/predict", json=neg)).json()["label"] == 1)
+
+        assert await eventually(learned_row_1)
+        neg_margin = (await c.post("/models/m/predict", json=neg)).json()["margin"]
+        pos_margin = (await c.post("/models/m/predict", json=POS)).json()["margin"]
+        assert neg_margin > pos_margin  # row 1's features were learned, not row 0's

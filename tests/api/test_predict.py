@@ -4,6 +4,7 @@ new version (pushed by the events channel), loading a version once, the answer's
 from __future__ import annotations
 
 import asyncio
+import re
 
 import httpx
 import pytest
@@ -32,7 +33,7 @@ async def test_zero_weights_before_any_version(mem_api: httpx.AsyncClient) -> No
     assert r.status_code == 200
     body = r.json()
     assert body["version"] == 0 and body["margin"] == 0.0 and body["score"] == 0.5
-    assert body["label"] in (-1, 1) and len(body["prediction_id"]) == 32
+    assert body["label"] in (-1, 1) and re.fullmatch(r"[0-9a-f]{32}-0", body["prediction_id"])
 
 
 async def test_cache_swaps_on_new_version_without_a_check(settings: Settings) -> None:

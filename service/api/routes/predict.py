@@ -44,10 +44,10 @@ PREDICT_BODY: dict[str, Any] = {
 }
 
 
-def score(served: Served, examples: list[Any]) -> tuple[Batch, list[dict[str, Any]]]:
-    """Featurize and score a batch; one dict per example (without the prediction id)."""
+def score(served: Served, examples: list[Any], group: str) -> tuple[Batch, list[dict[str, Any]]]:
+    """Featurize and score a batch; one answer per example."""
     batch: Batch = served.featurizer.transform(examples, labels=False)
-    return batch, answers(served, batch)
+    return batch, answers(served, batch, group)
 
 
 async def predict_examples(
@@ -56,11 +56,9 @@ async def predict_examples(
     served = await cache.get(m)
     if len(examples) <= SMALL:  # micro-batched with concurrent small requests of this model
         return await batcher.predict(m, served, examples)
-    batch, scored = await run_cpu(size, score, served, examples)
-    pids = [uuid.uuid4().hex for _ in scored]
-    for answer, pid in zip(scored, pids, strict=True):
-        answer["prediction_id"] = pid
-    await backend.keep(m, pids, batch, served.feedback_ttl)
+    group = uuid.uuid4().hex
+    batch, scored = await run_cpu(size, score, served, examples, group)
+    await backend.keep([(m, group, batch, served.feedback_ttl)])
     return scored
 
 
