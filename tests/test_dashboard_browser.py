@@ -174,7 +174,7 @@ def test_dashboard_asks_for_keys(settings: Any, browser: Any, output_dir: Path) 
         page.goto(live.url + "/")
         page.wait_for_selector("#key-dialog[open]", timeout=TIMEOUT_MS)  # 401 on /models
         page.fill("#key-input", "reader")
-        page.click('#key-dialog button[value="ok"]')
+        page.press("#key-input", "Enter")  # Enter must mean "use this key"
         wait_text(page, "#stat-examples", "30")
 
         version = int(client.versions("locked")["versions"][0]["version"])
