@@ -350,7 +350,7 @@ class Featurizer:
         n = len(examples)
         schemas: list[tuple[Any, ...]] = []  # the names of each example's named features
         values: list[Any] = []
-        ends = np.empty(n, dtype=np.int64)  # end of each example's named features in `values`
+        ends_list: list[int] = []  # end of each example's named features in `values`
         dense_rows: list[int] = []
         dense_vals: list[Any] = []
         text_rows: list[int] = []
@@ -406,7 +406,7 @@ class Featurizer:
                     break
             else:
                 schemas.append(())
-            ends[i] = len(values)
+            ends_list.append(len(values))
             t = ex.get("text")
             if t is not None:
                 if type(t) is not str:
@@ -443,7 +443,7 @@ class Featurizer:
                     break
             if labels:
                 labs.append(ex.get("label", _MISSING))
-        ends = ends[:n]
+        ends = np.array(ends_list[:n], dtype=np.int64)
         # The examples before a structural error are checked first: an error among them is
         # the first bad example and wins.
         batch = self._build(
