@@ -307,3 +307,29 @@ def test_the_spam_preset_learns_the_synthetic_text_stream(tmp_path: Path) -> Non
         path, algorithm="perceptron", classes=["ham", "spam"], text={"char_ngrams": None}
     )
     assert spam.mistakes < plain.mistakes
+
+
+def test_long_files_get_a_progress_bar_and_the_same_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import service.evaluate as evaluate
+
+    nd, _ = write_stream(tmp_path, n=300, seed=8)
+    opts = {"algorithm": "pa1", "hashing": False, "dim": 30, "chunk": 50}
+    plain = evaluate.run_command(nd, json_out=True, progress=False, **opts)
+    ticks: list[int] = []
+    real = evaluate.evaluate_file
+
+    def spy(path: Path, **kw: object) -> evaluate.Report:
+        progress = kw["progress"]
+        assert callable(progress)
+        kw["progress"] = lambda k: (ticks.append(k), progress(k))
+        return real(path, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(evaluate, "PROGRESS_MIN_BYTES", 0)
+    monkeypatch.setattr(evaluate, "evaluate_file", spy)
+    with_bar = evaluate.run_command(nd, json_out=True, **opts)
+    assert sum(ticks) == 300 and len(ticks) == 6  # one tick per chunk
+    assert (with_bar.mistakes, with_bar.auc) == (plain.mistakes, plain.auc)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert json.loads(lines[-1])["examples"] == 300
