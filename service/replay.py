@@ -48,8 +48,10 @@ def read_lines(path: Path, fmt: str) -> list[bytes]:
         raise ValueError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
     out = []
     with path.open("rb") as f:
-        for raw in f:
+        for n, raw in enumerate(f):
             line = raw.strip()
+            if n == 0 and line.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
+                line = line[3:].strip()
             if line and not (fmt == "svmlight" and line.startswith(b"#")):
                 out.append(line)
     return out

@@ -70,6 +70,12 @@ def test_read_lines_skips_blanks_and_svmlight_comments(tmp_path: Path) -> None:
         read_lines(f, "csv")
 
 
+def test_read_lines_drops_a_byte_order_mark_and_crlf(tmp_path: Path) -> None:
+    f = tmp_path / "d.jsonl"
+    f.write_bytes(b'\xef\xbb\xbf{"label": 1}\r\n{"label": -1}\r\n')
+    assert [orjson.loads(x) for x in read_lines(f, "ndjson")] == [{"label": 1}, {"label": -1}]
+
+
 def test_apply_order_reorders_by_id_and_names_what_is_wrong(tmp_path: Path) -> None:
     lines = read_lines(write_ndjson(tmp_path / "d.jsonl", 3), "ndjson")
     ordered = apply_order(lines, ["e2", "e0", "e1"])
