@@ -34,6 +34,7 @@ import redis.asyncio as aioredis
 from service.learning.features import Batch
 from service.settings import Settings
 from service.store import Store
+from service.store.base import parse_id
 from tests.store.pipeline_support import (
     CommitWatcher,
     WorkerProcess,
@@ -314,25 +315,77 @@ async def test_racing_workers_are_fenced(
                 slots[i] = spawn(i)
                 actions.append("start")
                 continue
-            action = ("kill", "kill", "pause", "term")[int(rng.integers(4))]
+            action = ("kill", "kill", "pause", "term", "term-twice")[int(rng.integers(5))]
             actions.append(action)
             if action == "kill":
                 w.kill()
                 slots[i] = None
             elif action == "pause":
-                # Past the lease TTL: another worker takes the models over; when this one
-                # wakes up, whatever it had in hand is stale and must not land.
+                # Past the lease TTL and the heartbeat age-out, with another worker alive: it
+                # takes the models over, so when this one wakes up whatever it had in hand
+                # is stale and must not land.
+                for j, other in enumerate(slots):
+                    if j != i and (other is None or not other.alive):
+                        slots[j] = spawn(j)
                 w.signal(signal.SIGSTOP)
+                s = chaos_settings
                 await asyncio.sleep(
-                    chaos_settings.lease_ttl_ms / 1000 + float(rng.uniform(0.2, 0.6))
+                    (s.lease_ttl_ms + 6 * s.heartbeat_ms) / 1000 + float(rng.uniform(0.3, 0.6))
                 )
                 w.signal(signal.SIGCONT)
-            else:
+            elif action == "term":
                 await wait_ready(w)
                 w.signal(signal.SIGTERM)
                 code = await asyncio.to_thread(w.wait, 30)
                 assert code == 0, f"SIGTERM exit {code}: {w.tail()}"
                 slots[i] = None
+            else:
+                # A second signal exits at once (128 + 15), unless the first already finished.
+                await wait_ready(w)
+                w.signal(signal.SIGTERM)
+                time.sleep(float(rng.uniform(0, 0.002)))
+                w.signal(signal.SIGTERM)
+                code = await asyncio.to_thread(w.wait, 30)
+                assert code in (0, 128 + signal.SIGTERM), f"exit {code}: {w.tail()}"
+                slots[i] = None
+
+        # A deterministic stale writer on top of the random ones: A holds leases, is frozen,
+        # B takes every model over and commits, then A wakes up. A must be fenced (its
+        # commit refused, or its renewal refused first). A and B log to their own files.
+        for j, w in enumerate(slots):
+            if w is not None:
+                w.kill()
+                slots[j] = None
+        drill_logs = [tmp_path / "drill-a.log", tmp_path / "drill-b.log"]
+        a = WorkerProcess(worker_env(chaos_settings, worker_id="drill-a"), drill_logs[0]).start()
+        slots[0] = a
+        await wait_ready(a)
+
+        async def holders() -> list[str]:
+            got = [await client.get(keys.lease(m)) for m in RACE_MODELS]
+            return [(x or b"").decode().rsplit(":", 1)[0] for x in got]
+
+        async def a_holds() -> bool:
+            return "drill-a" in await holders()
+
+        async def b_holds_all() -> bool:
+            return set(await holders()) == {"drill-b"}
+
+        async def a_fenced() -> bool:
+            text = drill_logs[0].read_text()
+            return "commit refused" in text or "lease lost" in text
+
+        assert await wait_until(a_holds, timeout=30, poll=0.01), await holders()
+        b = WorkerProcess(worker_env(chaos_settings, worker_id="drill-b"), drill_logs[1]).start()
+        slots[1] = b
+        await wait_ready(b)
+        await append_some(0.1)
+        a.signal(signal.SIGSTOP)
+        assert await wait_until(b_holds_all, timeout=30, poll=0.01), await holders()
+        await append_some(0.1)
+        await asyncio.sleep(0.3)
+        a.signal(signal.SIGCONT)
+        assert await wait_until(a_fenced, timeout=30, poll=0.05), a.tail()
 
         await append_some(1.0)
         for w in slots:
@@ -359,10 +412,7 @@ async def test_racing_workers_are_fenced(
             assert_same_state(committed.state, ref.state, f"{m} after the race")
             metrics = await store.metrics(m)
             assert metrics.examples_seen == RACE_N and metrics.lag == 0
-        text = log.read_text()
-        # The race was real: stale writers (woken from SIGSTOP, or losing a lease to expiry)
-        # tried to commit and were refused by the fence.
-        assert text.count("commit refused") >= 1, "no stale commit was ever attempted"
+        text = log.read_text() + "".join(p.read_text() for p in drill_logs)
         grants = re.findall(r"model (\w+): lease epoch (\d+),", text)
         for m in RACE_MODELS:
             epochs = [int(e) for mm, e in grants if mm == m]
@@ -375,3 +425,84 @@ async def test_racing_workers_are_fenced(
             if w is not None:
                 w.kill()
         await client.aclose()
+
+
+async def test_rollback_fences_racing_workers(
+    store: Store, chaos_settings: Settings, tmp_path: Path
+) -> None:
+    """Rollbacks land while two workers race (one of them paused now and then past its
+    lease). A rollback keeps the cursor and fences the lease holder, so a commit in flight
+    from before it must never land: that is the case where the epoch, not the cursor check,
+    is what protects the state. The final state must equal the last rollback's state
+    learned further with exactly the entries after its cursor."""
+    import signal
+
+    from service.learning.registry import make_learner
+
+    rng = np.random.default_rng(77)
+    spec = model_spec("averaged_perceptron", DIM)
+    batches = split(
+        synthetic(RACE_N, DIM, NNZ, seed=99),
+        random_sizes(np.random.default_rng(99), RACE_N, 20, 600),
+    )
+    assert await store.create_model("rb", spec)
+    appended: list[tuple[str, Batch]] = []
+    log = tmp_path / "workers.log"
+    workers = [
+        WorkerProcess(worker_env(chaos_settings, worker_id=f"rb{i}"), log).start() for i in range(2)
+    ]
+    rollbacks: list[tuple[int, str, dict[str, Any]]] = []  # (new version, cursor, state)
+    try:
+        for w in workers:
+            await wait_ready(w)
+        pos = 0
+        step = len(batches) // 12
+        for round_ in range(10):
+            part = batches[pos : pos + step]
+            pos += step
+            results = await store.append_many("rb", [(b, None) for b in part])
+            appended += [(r.entry_id or "", b) for r, b in zip(results, part, strict=True)]
+            await asyncio.sleep(float(rng.uniform(0.1, 0.4)))
+            if round_ % 3 == 1:
+                workers[round_ % 2].signal(signal.SIGSTOP)
+                await asyncio.sleep(float(rng.uniform(0.0, 0.2)))
+            for _ in range(200):  # the first version may take a moment
+                if versions := await store.list_versions("rb"):
+                    break
+                await asyncio.sleep(0.05)
+            if round_ >= 2:
+                target = versions[int(rng.integers(len(versions)))]
+                new = await store.rollback("rb", target.number)
+                back = await store.get_version("rb", new, with_state=True)
+                assert back.state is not None and back.info.source == f"rollback:{target.number}"
+                assert back.info.examples_seen == target.examples_seen
+                rollbacks.append((new, back.info.cursor, back.state))
+            if round_ % 3 == 1:
+                await asyncio.sleep(chaos_settings.lease_ttl_ms / 1000 + 0.2)
+                workers[round_ % 2].signal(signal.SIGCONT)
+        rest = batches[pos:]
+        results = await store.append_many("rb", [(b, None) for b in rest])
+        appended += [(r.entry_id or "", b) for r, b in zip(results, rest, strict=True)]
+        for w in workers:
+            await wait_ready(w)
+            w.signal(signal.SIGTERM)
+            assert await asyncio.to_thread(w.wait, 30) == 0, w.tail()
+        final = WorkerProcess(worker_env(chaos_settings, worker_id="rb-final"), log, burst=True)
+        final.start()
+        assert await asyncio.to_thread(final.wait, 120) == 0, final.tail()
+
+        assert len(rollbacks) >= 3, rollbacks
+        _, cursor, state = rollbacks[-1]
+        learner = make_learner(spec["algorithm"], DIM, 2, spec["params"])
+        learner.set_state(state)
+        after = [b for eid, b in appended if parse_id(eid) > parse_id(cursor)]
+        for b in after:
+            learner.learn(b)
+        committed = await store.load_state("rb")
+        assert committed.cursor == appended[-1][0]
+        assert committed.state is not None
+        assert_same_state(committed.state, dict(learner.get_state()), "after the last rollback")
+    finally:
+        for w in workers:
+            w.signal(signal.SIGCONT)
+            w.kill()
