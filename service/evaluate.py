@@ -171,18 +171,7 @@ def learn_progressive(
 
 def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Every example of an NDJSON file (blank lines skipped), optionally in ``order`` of ids."""
-    examples: list[dict[str, Any]] = []
-    with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                ex = orjson.loads(line)
-            except orjson.JSONDecodeError as e:
-                raise EvaluationError(f"{path}:{lineno}: not JSON ({e})") from e
-            if not isinstance(ex, dict):
-                raise EvaluationError(f"{path}:{lineno}: an example must be a JSON object")
-            examples.append(ex)
+    examples = [ex for group in iter_ndjson(path, 1 << 16) for ex in group]
     if order is None:
         return examples
     by_id: dict[str, dict[str, Any]] = {}
@@ -195,6 +184,32 @@ def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str
             f"--order names {len(missing)} id(s) not in {path}, e.g. {missing[0]!r}"
         )
     return [by_id[i] for i in order]
+
+
+def iter_ndjson(path: Path, chunk: int) -> Iterator[list[dict[str, Any]]]:
+    """The examples of an NDJSON file in lists of ``chunk`` (blank lines skipped), streamed."""
+    group: list[dict[str, Any]] = []
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                ex = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise EvaluationError(f"{path}:{lineno}: not JSON ({e})") from e
+            if not isinstance(ex, dict):
+                raise EvaluationError(f"{path}:{lineno}: an example must be a JSON object")
+            group.append(ex)
+            if len(group) == chunk:
+                yield group
+                group = []
+    if group:
+        yield group
+
+
+def _chunked(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def read_order(path: Path) -> list[str]:
@@ -355,25 +370,30 @@ def evaluate_file(
                           classes=classes, normalize=normalize, transform=transform)  # fmt: skip
         y = svmlight_labels(parsed, Labels(spec.classes, spec.positive))
         batches: Iterator[Batch] = iter([Batch(parsed.indptr, parsed.indices, parsed.data, y)])
-        total = parsed.n
     else:
         spec = build_spec(algorithm=algorithm, params=params, bits=bits, hashing=hashing, dim=dim,
                           classes=classes, normalize=normalize, preset=preset, text=text,
                           transform=transform)  # fmt: skip
-        examples = read_ndjson(path, read_order(order) if order is not None else None)
         featurizer = spec.featurizer(max_features=1 << 20, max_text_chars=1 << 26)
-        total = len(examples)
+        # in file order the file is streamed chunk by chunk; an --order needs it all first
+        groups = (
+            _chunked(read_ndjson(path, read_order(order)), chunk)
+            if order is not None
+            else iter_ndjson(path, chunk)
+        )
 
         def featurized() -> Iterator[Batch]:
-            for start, stop in _iter_chunks(total, chunk):
+            start = 0
+            for group in groups:
                 try:
-                    yield featurizer.transform(examples[start:stop])
+                    yield featurizer.transform(group)
                 except InvalidExample as e:
                     where = start + (e.index or 0)
                     what = "example" if order is not None else "example number"
                     raise EvaluationError(
                         f"{path}: {what} {where + 1}: {e.field}: {e.message}"
                     ) from e
+                start += len(group)
 
         batches = featurized()
     learner = spec.build_learner()

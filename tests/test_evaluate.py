@@ -202,6 +202,13 @@ def test_bad_inputs_raise_evaluation_errors(tmp_path: Path) -> None:
     with pytest.raises(EvaluationError, match="--algorithm"):
         evaluate_file(bad)
     assert parse_classes("ham,spam") == ["ham", "spam"] and parse_classes("-1,1") == [-1, 1]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"features": {"a": 1}, "label": 1}\n\n{"features": \n')
+    with pytest.raises(EvaluationError, match=r"broken\.jsonl:3: not JSON"):
+        evaluate_file(broken, algorithm="pa1", chunk=1)
+    broken.write_text('{"features": {"a": 1}, "label": 1}\n[1, 2]\n')
+    with pytest.raises(EvaluationError, match=r":2: an example must be a JSON object"):
+        evaluate_file(broken, algorithm="pa1")
 
 
 # --- the command line ------------------------------------------------------------------------------
