@@ -110,6 +110,27 @@ def test_batch_equals_per_row_loop(key: tuple[str, bool]) -> None:
     assert_same_state(whole.get_state(), rowwise.get_state())
 
 
+def test_any_chunking_of_the_stream_gives_the_same_state(key: tuple[str, bool]) -> None:
+    """Workers see the stream cut into batches wherever reads happen to fall, and a restart
+    resumes mid-stream: the learned state must not depend on where the cuts are."""
+    batch = random_batch(key, n=240, seed=10)
+    reference = build(key)
+    reference.learn(batch)
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        cuts = np.sort(
+            rng.choice(np.arange(1, batch.n), size=int(rng.integers(1, 12)), replace=False)
+        )
+        learner = build(key)
+        flags = [
+            learner.learn(batch.slice(a, b))
+            for a, b in zip([0, *cuts], [*cuts, batch.n], strict=True)
+        ]
+        assert learner.counters() == reference.counters()
+        assert_same_state(learner.get_state(), reference.get_state())
+        assert int(np.concatenate(flags).sum()) == reference.mistakes
+
+
 def test_batch_equals_per_row_loop_on_long_rows(key: tuple[str, bool]) -> None:
     """Rows long enough for the compiled dot products to be vectorised: the summation order
     must depend on the row alone, never on where the row sits in the batch."""
