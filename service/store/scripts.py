@@ -60,37 +60,60 @@ APPEND = (
     _NOW
     + """
 -- KEYS: examples, appended, state, ids, spec
--- ARGV: payload, n, max_lag, window_ms, n_ids, id_1 .. id_n ('' = no id)
-if redis.call('EXISTS', KEYS[5]) == 0 then return {'nomodel'} end
-local n = tonumber(ARGV[2])
+-- ARGV: max_lag, window_ms, n_batches, then per batch: payload, n, n_ids, id_1 .. id_n
+--       ('' = no id)
+-- Appends the batches in order, each whole (one XADD); stops at the first batch it cannot
+-- append and says why, so what landed is always a prefix of the request. Reply: one
+-- {'ok', entry id} per batch appended, then possibly {'dup', positions...} (ids seen within
+-- the window, or repeated in the batch: nothing of that batch appended), {'lag', lag} or
+-- {'nomodel'}.
+if redis.call('EXISTS', KEYS[5]) == 0 then return {{'nomodel'}} end
+local max_lag = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
 local appended = tonumber(redis.call('GET', KEYS[2]) or '0')
 local applied = tonumber(redis.call('HGET', KEYS[3], 'applied') or '0')
-local lag = appended - applied
-if lag > 0 and lag + n > tonumber(ARGV[3]) then return {'lag', tostring(lag)} end
-local nids = tonumber(ARGV[5])
-if nids > 0 then
-  local now = now_ms()
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. (now - tonumber(ARGV[4])))
-  local dups = {'dup'}
-  local seen = {}
-  for i = 1, nids do
-    local id = ARGV[5 + i]
-    if id ~= '' then
-      if seen[id] or redis.call('ZSCORE', KEYS[4], id) then
-        dups[#dups + 1] = tostring(i - 1)
+local now = nil
+local out = {}
+local i = 4
+for b = 1, tonumber(ARGV[3]) do
+  local payload, n, nids = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  local lag = appended - applied
+  if lag > 0 and lag + n > max_lag then
+    out[#out + 1] = {'lag', tostring(lag)}
+    return out
+  end
+  if nids > 0 then
+    if not now then
+      now = now_ms()
+      redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. (now - window))
+    end
+    local dups = {'dup'}
+    local seen = {}
+    for j = 1, nids do
+      local id = ARGV[i + 2 + j]
+      if id ~= '' then
+        if seen[id] or redis.call('ZSCORE', KEYS[4], id) then
+          dups[#dups + 1] = tostring(j - 1)
+        end
+        seen[id] = true
       end
-      seen[id] = true
+    end
+    if #dups > 1 then
+      out[#out + 1] = dups
+      return out
+    end
+    for j = 1, nids do
+      local id = ARGV[i + 2 + j]
+      if id ~= '' then redis.call('ZADD', KEYS[4], now, id) end
     end
   end
-  if #dups > 1 then return dups end
-  for i = 1, nids do
-    local id = ARGV[5 + i]
-    if id ~= '' then redis.call('ZADD', KEYS[4], now, id) end
-  end
+  local eid = redis.call('XADD', KEYS[1], '*', 'b', payload, 'n', n)
+  redis.call('INCRBY', KEYS[2], n)
+  appended = appended + n
+  out[#out + 1] = {'ok', eid}
+  i = i + 3 + nids
 end
-local eid = redis.call('XADD', KEYS[1], '*', 'b', ARGV[1], 'n', ARGV[2])
-redis.call('INCRBY', KEYS[2], n)
-return {'ok', eid}
+return out
 """
 )
 

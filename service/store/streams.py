@@ -19,6 +19,9 @@ from service.learning.features import Batch
 from service.store.base import StoreBase, guarded, parse_id, text
 from service.store.codec import encode_batch
 
+APPEND_CHUNK_BYTES = 4 * 1024 * 1024  # payload per APPEND call (~12 bytes a non-zero): big
+# script calls are slower per byte than several smaller ones
+
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
@@ -58,21 +61,37 @@ def _keep_rows(
 class StreamOps(StoreBase):
     """Appending to and reading from the examples streams."""
 
-    def _append_args(
-        self, m: str, batch: Batch, ids: Sequence[str | None] | None
-    ) -> tuple[list[str], list[Any]]:
+    async def _append_call(
+        self, m: str, items: Sequence[tuple[Batch, list[str | None] | None]]
+    ) -> list[tuple[str, Any]]:
+        """One APPEND script call over ``items`` (non-empty batches); its per-batch outcomes
+        (a prefix of ``ok`` then at most one ``dup``). Lag and unknown model raise."""
         k = self.keys
         keys = [k.examples(m), k.appended(m), k.state(m), k.idempotency(m), k.spec(m)]
-        id_args = ["" if i is None else str(i) for i in ids] if ids is not None else []
         args: list[Any] = [
-            encode_batch(batch, None),
-            batch.n,
             self.settings.max_lag,
             self.settings.idempotency_window_s * 1000,
-            len(id_args),
-            *id_args,
+            len(items),
         ]
-        return keys, args
+        for batch, ids in items:
+            id_args = ["" if i is None else str(i) for i in ids] if ids is not None else []
+            args += [encode_batch(batch, None), batch.n, len(id_args), *id_args]
+        outcomes = []
+        for reply in await self._append(keys=keys, args=args):
+            kind = text(reply[0])
+            if kind == "nomodel":
+                raise ModelNotFound(f"model {m!r} does not exist", field="model")
+            if kind == "lag":
+                raise Backpressure(
+                    f"model {m!r} has {text(reply[1])} examples not yet learned "
+                    f"(max_lag={self.settings.max_lag}); retry later",
+                    field="max_lag",
+                )
+            if kind == "dup":
+                outcomes.append(("dup", [int(text(x) or 0) for x in reply[1:]]))
+            else:
+                outcomes.append(("ok", text(reply[1])))
+        return outcomes
 
     @staticmethod
     def _check_ids(batch: Batch, ids: Sequence[str | None] | None) -> list[str | None] | None:
@@ -82,20 +101,6 @@ class StreamOps(StoreBase):
         if len(ids) != batch.n:
             raise InvalidExample(f"ids has {len(ids)} entries for {batch.n} examples", field="id")
         return ids
-
-    def _interpret(self, m: str, reply: Sequence[Any]) -> tuple[str, Any]:
-        kind = text(reply[0])
-        if kind == "nomodel":
-            raise ModelNotFound(f"model {m!r} does not exist", field="model")
-        if kind == "lag":
-            raise Backpressure(
-                f"model {m!r} has {text(reply[1])} examples not yet learned "
-                f"(max_lag={self.settings.max_lag}); retry later",
-                field="max_lag",
-            )
-        if kind == "dup":
-            return "dup", [int(text(x) or 0) for x in reply[1:]]
-        return "ok", text(reply[1])
 
     @guarded
     async def append(
@@ -113,30 +118,35 @@ class StreamOps(StoreBase):
     async def append_many(
         self, m: str, items: Sequence[tuple[Batch, Sequence[str | None] | None]]
     ) -> list[AppendResult]:
-        """Append several batches in one round trip (pipelined), each atomically, in order.
+        """Append several batches, in order, each as one entry, in as few round trips as
+        possible (one script call per ~4 MB).
 
-        A failure (lag, unknown model) raises after the batches before it were appended.
+        What lands is always a prefix of ``items``: a refusal (:class:`Backpressure`,
+        :class:`ModelNotFound`) raises with the batches before it appended and none after.
         """
         checked = [(b, self._check_ids(b, ids)) for b, ids in items]
-        calls = [self._append_args(m, b, ids) for b, ids in checked if b.n > 0]
-        if self.cluster:
-            replies = [await self._append(keys=k, args=a) for k, a in calls]
-        else:
-            pipe = self.client.pipeline(transaction=False)
-            for k, a in calls:
-                await self._append(keys=k, args=a, client=pipe)
-            replies = await pipe.execute(raise_on_error=True) if calls else []
         results: list[AppendResult] = []
-        it = iter(replies)
-        for batch, ids in checked:
-            if batch.n == 0:
+        pos = 0
+        while pos < len(checked):
+            if checked[pos][0].n == 0:
                 results.append(AppendResult(0, 0, None))
+                pos += 1
                 continue
-            kind, value = self._interpret(m, next(it))
-            if kind == "ok":
-                results.append(AppendResult(batch.n, batch.n, value))
-            else:
-                results.append(await self._append_dropping(m, batch, ids or [], set(value)))
+            chunk: list[tuple[Batch, list[str | None] | None]] = []
+            size = 0
+            for batch, ids in checked[pos:]:
+                if batch.n == 0 or (chunk and size + batch.nnz * 12 > APPEND_CHUNK_BYTES):
+                    break
+                chunk.append((batch, ids))
+                size += batch.nnz * 12
+            for (batch, ids), (kind, value) in zip(
+                chunk, await self._append_call(m, chunk), strict=False
+            ):
+                pos += 1
+                if kind == "ok":
+                    results.append(AppendResult(batch.n, batch.n, value))
+                else:  # dup: the script stopped here; the rest goes in the next call
+                    results.append(await self._append_dropping(m, batch, ids or [], set(value)))
         return results
 
     async def _append_dropping(
@@ -151,8 +161,7 @@ class StreamOps(StoreBase):
             positions = [i for i in range(batch.n) if i not in dropped]
             if rest.n == 0:
                 return AppendResult(batch.n, 0, None, sorted(dropped))
-            keys, args = self._append_args(m, rest, rest_ids)
-            kind, value = self._interpret(m, await self._append(keys=keys, args=args))
+            [(kind, value)] = await self._append_call(m, [(rest, rest_ids)])
             if kind == "ok":
                 return AppendResult(batch.n, rest.n, value, sorted(dropped))
             dups = set(value)

@@ -97,6 +97,20 @@ async def test_repeated_ids_are_dropped_and_reported(store: Store) -> None:
     assert (await store.metrics("m")).appended == 6
 
 
+async def test_many_batches_keep_their_order_around_duplicates(store: Store) -> None:
+    b1, b2, b3 = make_batch(2, 1), make_batch(3, 2), make_batch(2, 3)
+    await store.append("m", make_batch(1), ["seen"])
+    r1, r2, r3 = await store.append_many(
+        "m", [(b1, ["a", "b"]), (b2, ["c", "seen", None]), (b3, None)]
+    )
+    assert (r1.appended, r2.appended, r2.duplicates, r3.appended) == (2, 2, [1], 2)
+    got = [decode_batch(e.payload)[0] for e in (await entries(store))[1:]]
+    want = [b1, Batch.concat([b2.row(0), b2.row(2)]), b3]
+    assert [g.y.tolist() for g in got] == [w.y.tolist() for w in want]
+    assert [g.data.tobytes() for g in got] == [w.data.tobytes() for w in want]
+    assert [r1.entry_id, r2.entry_id, r3.entry_id] == [e.id for e in (await entries(store))[1:]]
+
+
 async def test_duplicate_ids_within_one_batch_keep_the_first(store: Store) -> None:
     r = await store.append("m", make_batch(3), ["a", "a", "b"])
     assert (r.appended, r.duplicates) == (2, [1])
@@ -138,6 +152,10 @@ async def test_lag_limit_refuses_whole_batches(settings: Settings) -> None:
         with pytest.raises(Backpressure):
             await st.append_many("m", [(make_batch(2), None), (make_batch(2), None)])
         assert (await st.metrics("m")).appended == 10
+        # nothing after a refused batch lands, even a batch that would fit on its own
+        with pytest.raises(Backpressure):
+            await st.append_many("m", [(make_batch(5), None), (make_batch(0 + 1), None)])
+        assert (await st.metrics("m")).appended == 10 and await st.stream_length("m") == 2
         # once applied (committed), the lag falls and appends pass again
         lease = await st.acquire("m", "w")
         assert lease is not None
