@@ -229,6 +229,14 @@ async def test_unreachable_redis_is_store_unavailable() -> None:
         await st.close()
 
 
+def test_unsupported_url_scheme() -> None:
+    from service.store import connect
+
+    with pytest.raises(StoreUnavailable) as info:
+        connect(Settings(redis_url="http://127.0.0.1:6379"))
+    assert info.value.field == "redis_url" and "http://" in info.value.message
+
+
 async def test_memory_url_shares_one_server_per_url() -> None:
     s = Settings(redis_url="memory://streams-test", key_prefix="t")
     a, b = Store.open(s), Store.open(s)
