@@ -6,8 +6,10 @@ A :class:`Batch` is a CSR matrix plus labels. Rows have unique, sorted column in
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Protocol
 
 import mmh3
@@ -129,7 +131,6 @@ SCHEMA_CACHE_SIZE = 4096
 """How many distinct tuples of feature names the featurizer remembers (then it starts over)."""
 
 _MISSING = object()
-_NUMBER_TYPES = frozenset({float, int})
 
 
 class TextOptions(Protocol):
@@ -771,17 +772,35 @@ def _to_float(
         row = int(row_of[k]) if row_of is not None else k
         errors.append(InvalidExample(msg, field=field_of(pos), index=row))
 
-    if not set(map(type, values)) <= _NUMBER_TYPES:
+    def first_non_number() -> int | None:
         for pos, v in enumerate(values):
             if type(v) is bool or not isinstance(v, int | float):
                 fail(pos, f"a feature value must be a number, got {v!r}")
-                return None
+                return pos
+        return None
+
+    # array('d') converts in C and refuses strings, None, lists…; only bools (ints to it) and
+    # ints beyond the float range get through or fail differently. A bool can only have
+    # become 0.0 or 1.0, so only those positions need their Python type looked at.
     try:
-        arr = np.array(values, dtype=np.float64)
+        arr = np.frombuffer(array("d", values), dtype=np.float64)
+    except TypeError:
+        if first_non_number() is None:  # an exotic number type: the general conversion
+            arr = np.array(values, dtype=np.float64)
+        else:
+            return None
     except OverflowError:
         pos = next(p for p, v in enumerate(values) if isinstance(v, int) and abs(v) > 1e300)
         fail(pos, f"feature value {values[pos]} is out of range (|v| <= {MAX_ABS_VALUE:g})")
         return None
+    suspects = np.flatnonzero((arr == 0.0) | (arr == 1.0))
+    if suspects.size:
+        picked = (
+            itemgetter(*suspects.tolist())(values) if suspects.size > 1 else [values[suspects[0]]]
+        )
+        if bool in set(map(type, picked)):
+            first_non_number()
+            return None
     bad = ~(np.abs(arr) <= MAX_ABS_VALUE)
     if bad.any():
         pos = int(np.argmax(bad))
