@@ -257,7 +257,8 @@ def test_client_against_live_service(settings) -> None:  # type: ignore[no-untyp
         assert c.version("m1", first, fmt="npy")[:6] == b"\x93NUMPY"
         c.pin("m1", first)
         assert c.versions("m1")["head"] == first
-        assert c.predict("m1", {"features": {"a": 1.0}})["version"] == first
+        # the API swaps to the pinned version when the pin is announced
+        wait_for(lambda: c.predict("m1", {"features": {"a": 1.0}})["version"] == first)
         rolled = c.rollback("m1", first)
         assert rolled is not None
         with pytest.raises(ClientError) as no_version:
