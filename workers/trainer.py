@@ -290,7 +290,7 @@ class Worker:
             last = await self.store.last_entry_id(m)
             if last is None:
                 continue
-            cursor = h.committed if h else (await self.store.load_state(m)).cursor
+            cursor = h.committed if h else await self.store.committed_cursor(m)
             if parse_id(last) > parse_id(cursor):
                 return False
         return True

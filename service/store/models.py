@@ -228,6 +228,11 @@ class Store(StreamOps, VersionOps):
         )
 
     @guarded
+    async def committed_cursor(self, m: str) -> str:
+        """The committed cursor of ``m`` alone (``"0-0"`` before the first commit)."""
+        return text(await self.client.hget(self.keys.state(m), "cursor")) or "0-0"
+
+    @guarded
     async def commit(
         self,
         lease: Lease,
