@@ -30,7 +30,7 @@ runs after a warm-up that compiles the kernels; and its mistakes. Baselines:
 
 Run from the repository root::
 
-    python3 bench/learners.py                 # everything (~5 minutes on an idle machine)
+    python3 bench/learners.py                 # everything (~10 minutes on the shared 2-core VM)
     python3 bench/learners.py --n 20000 --repeats 1 --streams spambase   # a quick look
 """
 
