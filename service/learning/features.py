@@ -577,7 +577,9 @@ class Featurizer:
         if info is None:
             if len(self._layouts) > SCHEMA_CACHE_SIZE:
                 self._layouts.clear()
-            codes = self._schemas[key]
+            codes = self._schemas.get(key)
+            if codes is None:  # cleared meanwhile (the caches are bounded): recompute
+                codes = self._schema_codes(key)
             mask = self.dim - 1 if self.hashing else (1 << 62) - 1
             cols = np.abs(codes) & mask
             signs = np.where(codes < 0, -1.0, 1.0)
