@@ -25,6 +25,7 @@ a small machine it measures the servers more than itself. Run from the repositor
     python3 bench/http.py --quick    # a quick look
 """
 
+# ruff: noqa: E402  (the imports follow the sys.path fix below, on purpose)
 from __future__ import annotations
 
 import sys
@@ -62,7 +63,9 @@ BITS = 18
 
 def example(i: int, *, label: bool = True) -> dict[str, Any]:
     """A synthetic example: 20 named features out of a vocabulary of 5,000, label by a rule."""
-    feats = {f"f{(i * 7919 + k * 104729) % 5000}": ((i + k) % 7) / 7.0 + 0.1 for k in range(N_FEATURES)}
+    feats = {
+        f"f{(i * 7919 + k * 104729) % 5000}": ((i + k) % 7) / 7.0 + 0.1 for k in range(N_FEATURES)
+    }
     ex: dict[str, Any] = {"features": feats}
     if label:
         ex["label"] = 1 if sum(int(name[1:]) % 2 for name in feats) > N_FEATURES // 2 else -1
@@ -308,19 +311,21 @@ async def scenarios(port: int, args: argparse.Namespace) -> dict[str, LoadResult
     return out
 
 
-async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], float]:
-    """Delays from a probe's 202 to the first prediction whose version covers it."""
+async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], list[float], float]:
+    """Delays from a probe's 202 to the first prediction whose version covers it, and the
+    API's share of each: from the version's publication (its ``time``) to that prediction."""
     size = 500
     bodies = batches(size, True)
     appended = 0
     stop_at = time.perf_counter() + args.fresh_seconds
-    versions: dict[int, int] = {}
+    versions: dict[int, tuple[int, float]] = {}
     meta = await Conn("127.0.0.1", port).open()
 
-    async def examples_seen(v: int) -> int:
+    async def version_meta(v: int) -> tuple[int, float]:
         if v not in versions:
             status, data = await meta.request("GET", f"/models/f/versions/{v}?format=json")
-            versions[v] = orjson.loads(data)["examples_seen"] if status == 200 else -1
+            doc = orjson.loads(data) if status == 200 else {"examples_seen": -1, "time": 0.0}
+            versions[v] = (doc["examples_seen"], doc["time"])
         return versions[v]
 
     async def ingest() -> None:
@@ -336,6 +341,8 @@ async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], f
             await asyncio.sleep(max(0.0, nxt - time.perf_counter()))
         c.close()
 
+    api_share: list[float] = []
+
     async def probe() -> list[float]:
         delays = []
         c = await Conn("127.0.0.1", port).open()
@@ -343,15 +350,22 @@ async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], f
         pred = orjson.dumps(example(1, label=False))
         await asyncio.sleep(0.5)
         while time.perf_counter() < stop_at - 1.0:
-            status, _ = await c.request("POST", "/models/f/examples", orjson.dumps(example(7)))
-            t0 = time.perf_counter()
+            await c.request("POST", "/models/f/examples", orjson.dumps(example(7)))
+            t0, wall0 = time.perf_counter(), time.time()
             position = appended + size + 1  # an upper bound on the probe's place in the stream
+            last_v = -1
             while time.perf_counter() - t0 < 5.0:
                 _, data = await p.request("POST", "/models/f/predict", pred)
                 v = orjson.loads(data)["version"]
-                if v and await examples_seen(v) >= position:
-                    delays.append(time.perf_counter() - t0)
-                    break
+                seen_at = time.time()
+                if v and v != last_v:
+                    last_v = v
+                    covered, published = await version_meta(v)
+                    if published >= wall0:  # published while we were polling: its swap delay
+                        api_share.append(max(0.0, seen_at - published))
+                    if covered >= position:
+                        delays.append(time.perf_counter() - t0)
+                        break
                 await asyncio.sleep(0.002)
             await asyncio.sleep(0.05)
         c.close()
@@ -362,7 +376,11 @@ async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], f
     _, delays = await asyncio.gather(ingest(), probe())
     rate = appended / (time.perf_counter() - t)
     meta.close()
-    return delays, rate
+    return delays, api_share, rate
+
+
+def pct(xs: list[float], q: float) -> float:
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def row(name: str, r: LoadResult, unit: int = 1) -> str:
@@ -382,11 +400,30 @@ async def main_async(args: argparse.Namespace) -> None:
     }
     ours_port, naive_port = free_port(), free_port()
     ours = start(
-        [sys.executable, "-m", "service.cli", "api", "--port", str(ours_port), "--log-level", "warning"],
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "api",
+            "--port",
+            str(ours_port),
+            "--log-level",
+            "warning",
+        ],
         env,
     )
     naive = start(
-        [sys.executable, __file__, "naive-server", "--port", str(naive_port), "--redis", args.redis, "--prefix", prefix],
+        [
+            sys.executable,
+            __file__,
+            "naive-server",
+            "--port",
+            str(naive_port),
+            "--redis",
+            args.redis,
+            "--prefix",
+            prefix,
+        ],
         env,
     )
     worker: subprocess.Popen[bytes] | None = None
@@ -403,9 +440,16 @@ async def main_async(args: argparse.Namespace) -> None:
         for name, port in (("naive", naive_port), ("streamlearn", ours_port)):
             results[name] = await scenarios(port, args)
 
-        worker = start([sys.executable, "-m", "workers"], env)
-        await asyncio.sleep(3.0)  # let it take the leases (and compile) before measuring
-        delays, rate = await freshness(ours_port, args)
+        fresh = []
+        for publish_ms in args.publish_ms:
+            worker = start(
+                [sys.executable, "-m", "workers"],
+                {**env, "STREAMLEARN_PUBLISH_MS": str(publish_ms)},
+            )
+            await asyncio.sleep(3.0)  # let it take the leases (and compile) before measuring
+            fresh.append((publish_ms, *await freshness(ours_port, args)))
+            stop(worker)
+            worker = None
     finally:
         for proc in (ours, naive, worker):
             if proc is not None:
@@ -418,9 +462,15 @@ async def main_async(args: argparse.Namespace) -> None:
             r.delete(*keys[i : i + 500])
         r.close()
 
-    print(f"\nHTTP benchmark — {os.cpu_count()} cores, one uvicorn process per app, Redis {args.redis}")
-    print(f"{args.conns} connections for single requests, 4 for batches of 1,000; {args.seconds:g} s or fewer per scenario\n")
-    print("| scenario         | app          | rate         | p50 ms   | p99 ms   | n       | non-2xx |")
+    print(
+        f"\nHTTP benchmark — {os.cpu_count()} cores, one uvicorn process per app, Redis {args.redis}"
+    )
+    print(
+        f"{args.conns} connections for single requests, 4 for batches of 1,000; {args.seconds:g} s or fewer per scenario\n"
+    )
+    print(
+        "| scenario         | app          | rate         | p50 ms   | p99 ms   | n       | non-2xx |"
+    )
     print("|---|---|---:|---:|---:|---:|---|")
     for scen, unit, label in (
         ("single POST", 1, "req/s"),
@@ -431,25 +481,40 @@ async def main_async(args: argparse.Namespace) -> None:
         for app in ("naive", "streamlearn"):
             r = results[app][scen]
             line = row(scen, r, unit).split("|")
-            print("|" + line[1] + f"| {app:<12} |" + f"{line[2].rstrip()} {label} |" + "|".join(line[3:]))
+            print(
+                "|"
+                + line[1]
+                + f"| {app:<12} |"
+                + f"{line[2].rstrip()} {label} |"
+                + "|".join(line[3:])
+            )
     print("\n| scenario | streamlearn / naive |")
     print("|---|---:|")
     for scen in ("single POST", "single predict", "batch ingest", "batch predict"):
         ratio = results["streamlearn"][scen].rps / max(1e-9, results["naive"][scen].rps)
         print(f"| {scen} (throughput) | {ratio:.1f}x |")
-    if delays:
+    print("\nFreshness: 202 → first prediction from a version covering the example (one worker)")
+    print(
+        "| worker publish_ms | ingest examples/s | p50 ms | p99 ms | API share p50 / p99 ms | probes |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for publish_ms, delays, share, rate in fresh:
+        if not delays:
+            print(f"| {publish_ms} | {rate:,.0f} | - | - | - | 0 |")
+            continue
         ms = sorted(d * 1000 for d in delays)
-        p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
+        sh = sorted(d * 1000 for d in share)
+        share_s = f"{statistics.median(sh):.0f} / {pct(sh, 0.99):.0f}" if sh else "-"
         print(
-            f"\nfreshness while ingesting {rate:,.0f} examples/s: p50 {statistics.median(ms):.0f} ms, "
-            f"p99 {p99:.0f} ms over {len(ms)} probes (202 → first prediction from a version covering it)"
+            f"| {publish_ms} | {rate:,.0f} | {statistics.median(ms):.0f} | {pct(ms, 0.99):.0f} | "
+            f"{share_s} | {len(ms)} |"
         )
-    else:
-        print("\nfreshness: no probe completed")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("mode", nargs="?", default="bench", choices=["bench", "naive-server"])
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--port", type=int, default=0)
@@ -460,6 +525,9 @@ def main() -> None:
     parser.add_argument("--max-batches", type=int, default=400)
     parser.add_argument("--fresh-rate", type=float, default=50_000.0)
     parser.add_argument("--fresh-seconds", type=float, default=12.0)
+    parser.add_argument(
+        "--publish-ms", type=int, nargs="+", default=[250, 100], help="worker publish intervals"
+    )
     parser.add_argument("--quick", action="store_true", help="short scenarios")
     args = parser.parse_args()
     if args.mode == "naive-server":
