@@ -23,6 +23,7 @@ from service.learning.linear import LinearModel
 from service.store import feedback as kept
 
 HISTORY_ALL = 100_000
+TAIL = 256
 COALESCE_ROWS = 64  # requests up to this many rows share appends with concurrent ones
 
 
@@ -177,14 +178,25 @@ class Backend:
             p["time"] = p["time"] / 1000.0
         return points
 
-    async def history(self, m: str, after: Any, count: int) -> list[tuple[Any, dict[str, Any]]]:
-        """Points after the marker ``after`` (the last point fed), with their markers."""
-        points = await self.history_tail(m, HISTORY_ALL)
-        marked = [((p["examples_seen"], p["mistakes"], p["updates"], p["time"]), p) for p in points]
-        if after is not None:
-            idx = next((i for i, (k, _) in enumerate(marked) if k == after), None)
-            marked = marked[idx + 1 :] if idx is not None else marked
-        return marked[:count]
+    async def history_since(self, m: str, after: Any) -> list[tuple[Any, dict[str, Any]]]:
+        """Points after the marker ``after`` (the last point fed to the drift detector), each
+        with its marker. Reads a short tail first; the whole history only when the marker is
+        not in it (the first call, or after a long pause)."""
+        for count in (TAIL, HISTORY_ALL):
+            points = await self.history_tail(m, count)
+            marked = [
+                ((p["examples_seen"], p["mistakes"], p["updates"], p["time"]), p) for p in points
+            ]
+            if after is None:
+                if len(points) < count:
+                    return marked
+                continue
+            idx = next((i for i in range(len(marked) - 1, -1, -1) if marked[i][0] == after), None)
+            if idx is not None:
+                return marked[idx + 1 :]
+            if len(points) < count:
+                return marked  # the marker was trimmed away: feed what there is
+        return marked
 
     async def ping(self) -> bool:
         return bool(await self.store.ping())

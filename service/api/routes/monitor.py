@@ -26,13 +26,10 @@ async def update_drift(m: str, backend: Backend, trackers: dict[str, DriftTracke
     tracker = trackers.get(m)
     if tracker is None:
         tracker = trackers[m] = DriftTracker()
-    while True:
-        points = await backend.history(m, after=tracker.last_id, count=1000)
-        for pid, p in points:
-            tracker.feed(int(p["examples_seen"]), int(p["mistakes"]), float(p["time"]))
-            tracker.last_id = pid
-        if len(points) < 1000:
-            return tracker
+    for marker, p in await backend.history_since(m, tracker.last_id):
+        tracker.feed(int(p["examples_seen"]), int(p["mistakes"]), float(p["time"]))
+        tracker.last_id = marker
+    return tracker
 
 
 def rolling_rate(points: list[dict[str, Any]], seen: int, mistakes: int) -> float | None:
