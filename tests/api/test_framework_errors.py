@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.api.conftest import assert_error
 
@@ -38,3 +39,35 @@ async def test_oversize_body_is_413_before_parsing(mem_api: httpx.AsyncClient) -
     big = b"x" * (32 * 1024 * 1024 + 1)
     resp = await mem_api.post("/models/m/examples", content=big)
     assert_error(resp, 413, "payload_too_large", "max_body_bytes")
+
+
+async def test_a_bug_is_a_logged_json_500_and_a_raw_redis_outage_a_503(
+    mem_settings: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    from service.api.app import create_app
+
+    app = create_app(mem_settings)  # type: ignore[arg-type]
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            assert (await c.put("/models/m", json={"algorithm": "pa1"})).status_code == 201
+            backend = app.state.sl.backend
+
+            async def bug(m: str) -> None:
+                raise RuntimeError("boom")
+
+            backend.metrics = bug
+            with caplog.at_level("ERROR"):
+                assert_error(await c.get("/models/m/metrics"), 500, "internal_error")
+            assert "boom" in caplog.text
+
+            class ConnectionError(Exception):  # what redis-py raises, recognised by name
+                __module__ = "redis.exceptions"
+
+            async def down(m: str) -> None:
+                raise ConnectionError("refused")
+
+            backend.metrics = down
+            r = await c.get("/models/m/metrics")
+            assert_error(r, 503, "store_unavailable")
+            assert r.headers["retry-after"] == "1"
