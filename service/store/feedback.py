@@ -99,13 +99,13 @@ async def take(client: aioredis.Redis | Any, keys: Keys, m: str, pid: str) -> Ba
     except ValueError as exc:
         raise unknown from exc
     try:
-        raw = await client.get(key)
+        raw: bytes | None = await client.get(key)
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise _unavailable(exc) from exc
     if raw is None:
         raise unknown
     try:
-        indices, data = decode_row(bytes(raw), int(row_s))
+        indices, data = decode_row(raw, int(row_s))
     except IndexError as exc:
         raise unknown from exc
     return Batch(
