@@ -99,7 +99,7 @@ async def take(client: aioredis.Redis | Any, keys: Keys, m: str, pid: str) -> Ba
     except ValueError as exc:
         raise unknown from exc
     try:
-        raw: bytes | None = await client.get(key)
+        raw: Any = await client.get(key)  # bytes: the client does not decode replies
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
         raise _unavailable(exc) from exc
     if raw is None:
