@@ -195,10 +195,13 @@ def learn_and_wait(url: str, model: str, n: int) -> dict[str, object]:
         ]
         assert c.post(f"/models/{model}/examples", json={"examples": examples}).status_code == 202
         deadline = time.monotonic() + 90
-        while (m := c.get(f"/models/{model}/metrics").json())["examples_seen"] < n:
+        while True:
+            r = c.get(f"/models/{model}/metrics")
+            assert r.status_code == 200, r.text
+            if (m := r.json())["examples_seen"] >= n:
+                return m  # type: ignore[no-any-return]
             assert time.monotonic() < deadline, m
             time.sleep(0.1)
-        return m
 
 
 @needs_redis_server
