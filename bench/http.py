@@ -311,7 +311,9 @@ async def scenarios(port: int, args: argparse.Namespace) -> dict[str, LoadResult
     return out
 
 
-async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], list[float], float]:
+async def freshness(
+    port: int, args: argparse.Namespace, m: str
+) -> tuple[list[float], list[float], float]:
     """Delays from a probe's 202 to the first prediction whose version covers it, and the
     API's share of each: from the version's publication (its ``time``) to that prediction."""
     size = 500
@@ -323,7 +325,7 @@ async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], l
 
     async def version_meta(v: int) -> tuple[int, float]:
         if v not in versions:
-            status, data = await meta.request("GET", f"/models/f/versions/{v}?format=json")
+            status, data = await meta.request("GET", f"/models/{m}/versions/{v}?format=json")
             doc = orjson.loads(data) if status == 200 else {"examples_seen": -1, "time": 0.0}
             versions[v] = (doc["examples_seen"], doc["time"])
         return versions[v]
@@ -334,7 +336,9 @@ async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], l
         period = size / args.fresh_rate
         nxt = time.perf_counter()
         while time.perf_counter() < stop_at:
-            status, _ = await c.request("POST", "/models/f/examples", bodies[appended // size % 8])
+            status, _ = await c.request(
+                "POST", f"/models/{m}/examples", bodies[appended // size % 8]
+            )
             if status == 202:
                 appended += size
             nxt += period
@@ -350,12 +354,12 @@ async def freshness(port: int, args: argparse.Namespace) -> tuple[list[float], l
         pred = orjson.dumps(example(1, label=False))
         await asyncio.sleep(0.5)
         while time.perf_counter() < stop_at - 1.0:
-            await c.request("POST", "/models/f/examples", orjson.dumps(example(7)))
+            await c.request("POST", f"/models/{m}/examples", orjson.dumps(example(7)))
             t0, wall0 = time.perf_counter(), time.time()
             position = appended + size + 1  # an upper bound on the probe's place in the stream
             last_v = -1
             while time.perf_counter() - t0 < 5.0:
-                _, data = await p.request("POST", "/models/f/predict", pred)
+                _, data = await p.request("POST", f"/models/{m}/predict", pred)
                 v = orjson.loads(data)["version"]
                 seen_at = time.time()
                 if v and v != last_v:
@@ -431,7 +435,7 @@ async def main_async(args: argparse.Namespace) -> None:
         await asyncio.gather(wait_healthy(ours_port), wait_healthy(naive_port))
         c = await Conn("127.0.0.1", ours_port).open()
         spec = orjson.dumps({"algorithm": "pa1", "bits": BITS})
-        for m in ("b", "f"):
+        for m in ["b"] + [f"f{ms}" for ms in args.publish_ms]:  # a fresh model per freshness run
             status, data = await c.request("PUT", f"/models/{m}", spec)
             assert status in (200, 201), data
         c.close()
@@ -447,7 +451,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 {**env, "STREAMLEARN_PUBLISH_MS": str(publish_ms)},
             )
             await asyncio.sleep(3.0)  # let it take the leases (and compile) before measuring
-            fresh.append((publish_ms, *await freshness(ours_port, args)))
+            fresh.append((publish_ms, *await freshness(ours_port, args, f"f{publish_ms}")))
             stop(worker)
             worker = None
     finally:
