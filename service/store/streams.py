@@ -76,7 +76,7 @@ class StreamOps(StoreBase):
         for batch, ids in items:
             id_args = ["" if i is None else str(i) for i in ids] if ids is not None else []
             args += [encode_batch(batch, None), batch.n, len(id_args), *id_args]
-        outcomes = []
+        outcomes: list[tuple[str, Any]] = []
         for reply in await self._append(keys=keys, args=args):
             kind = text(reply[0])
             if kind == "nomodel":
