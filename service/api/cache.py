@@ -86,7 +86,9 @@ class ModelCache:
             except ModelNotFound:
                 self.evict(m)
                 return
-            if head != entry.version:
+            if head < entry.version:  # versions restart only when the model was re-created
+                self.evict(m)  # (maybe with another spec): reload everything on next use
+            elif head != entry.version:
                 await self._load(m, entry)
 
     def _lock(self, m: str) -> asyncio.Lock:

@@ -115,3 +115,16 @@ async def test_predict_unknown_model_is_404(mem_api: httpx.AsyncClient) -> None:
         await mem_api.get("/models/zz/predict", params={"text": "a"}), 404, "model_not_found"
     )
     assert_error(await mem_api.get("/models/zz/predict"), 422, "invalid_request", "text")
+
+
+async def test_a_recreated_model_is_served_with_its_new_spec(settings: Settings) -> None:
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        await c.post("/models/m/examples", json={"examples": [dense(i) for i in range(10)]})
+        await learn_all(settings)
+        assert (await wait_for_version(c, "m", 1))["version"] >= 1
+        assert (await c.delete("/models/m")).status_code == 204
+        spec = {"algorithm": "perceptron", "hashing": False, "dim": 2, "classes": ["a", "b"]}
+        assert (await c.put("/models/m", json=spec)).status_code == 201
+        r = await c.post("/models/m/predict", json={"features": [1.0, 0.0]})
+        assert r.status_code == 200 and r.json()["version"] == 0 and r.json()["label"] in ("a", "b")
