@@ -174,7 +174,7 @@ class StreamOps(StoreBase):
 
         With ``block_ms`` it waits that long for the first entry when none is there. One
         XREAD over every model; on a Cluster, where one XREAD cannot span slots, one
-        non-blocking XREAD per model and a sleep when all were empty.
+        non-blocking XREAD per model (concurrently) and a sleep when all were empty.
         """
         if not after:
             if block_ms:
@@ -183,9 +183,10 @@ class StreamOps(StoreBase):
         streams = {self.keys.examples(m): pos for m, pos in after.items()}
         names = {self.keys.examples(m): m for m in after}
         if self.cluster:
-            replies: list[Any] = []
-            for key, pos in streams.items():
-                replies.extend(await self.client.xread({key: pos}, count=count) or [])
+            per_model = await asyncio.gather(
+                *(self.client.xread({key: pos}, count=count) for key, pos in streams.items())
+            )
+            replies: list[Any] = [r for got in per_model for r in got or []]
             if not replies and block_ms:
                 await asyncio.sleep(block_ms / 1000)
         else:
