@@ -115,6 +115,11 @@ class Worker:
         log.info("worker %s starting (burst=%s)", self.worker_id, burst)
         try:
             while not self.stopping:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    # redis-py 8 runs commands under asyncio.wait_for, which on Python < 3.12
+                    # can swallow a cancellation (gh-86296): honour it here.
+                    raise asyncio.CancelledError()
                 try:
                     if time.monotonic() >= self._next_maintain:
                         await self._maintain()

@@ -214,6 +214,27 @@ async def test_an_unbuildable_spec_is_skipped(store: Store) -> None:
     assert await store.lease_holder("bad") is None
 
 
+async def test_cancel_ends_the_worker_and_releases(settings: Settings) -> None:
+    """Cancelling a worker's task ends it (releasing its lease), even when the cancellation
+    lands inside a Redis call, where redis-py on Python < 3.12 may swallow it."""
+    store = Store.open(settings)
+    try:
+        await store.create_model("m", spec("perceptron"))
+        for i in range(20):
+            worker = Worker(settings, store, worker_id=f"c{i}")
+            task = asyncio.create_task(worker.run())
+            await asyncio.sleep(0.03 + (i % 7) * 0.003)
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=5)
+            if not done:
+                worker.stop()
+                await task
+            assert done, f"cancel #{i} was swallowed: the worker kept running"
+            assert await store.lease_holder("m") is None
+    finally:
+        await store.close()
+
+
 def test_signal_handler_first_stops_second_exits() -> None:
     class FakeWorker:
         stopping = False
