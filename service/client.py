@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypedDict, overload
 from urllib.parse import quote
 
 import httpx
@@ -31,6 +31,84 @@ import orjson
 
 Example = Mapping[str, Any]
 JSON = Any
+
+
+# --- what the server answers (docs/api.md); ``total=False`` where fields may be absent -------
+class Accepted(TypedDict):
+    accepted: int
+    ids: list[str | None]
+
+
+class Prediction(TypedDict):
+    label: Any
+    score: float
+    margin: float
+    version: int
+    prediction_id: str
+
+
+class Drift(TypedDict):
+    detected: bool
+    detections: int
+    last_at_examples: int | None
+    last_at: float | None
+
+
+class Metrics(TypedDict):
+    examples_seen: int
+    mistakes: int
+    updates: int
+    mistake_rate: float
+    rolling_mistake_rate: float | None
+    version: int
+    lag: int
+    last_update: float | None
+    drift: Drift
+
+
+class HistoryPoint(TypedDict, total=False):
+    examples_seen: int
+    mistakes: int
+    updates: int
+    time: float
+    version: int | None
+    drift: bool
+
+
+class History(TypedDict):
+    points: list[HistoryPoint]
+
+
+class VersionMeta(TypedDict, total=False):
+    version: int
+    examples_seen: int | None
+    mistakes: int | None
+    updates: int | None
+    time: float | None
+    pinned: bool
+    head: bool
+
+
+class VersionList(TypedDict):
+    head: int
+    versions: list[VersionMeta]
+
+
+class ModelInfo(TypedDict):
+    name: str
+    spec: dict[str, Any]
+    feedback_ttl: int
+    version: int
+
+
+class ModelList(TypedDict):
+    models: list[str]
+
+
+class FeedbackAccepted(TypedDict):
+    accepted: int
+    prediction_id: str
+
 
 NDJSON = "application/x-ndjson"
 SVMLIGHT = "text/plain"
@@ -243,14 +321,16 @@ class Client:
         return _parse(response, req.raw)
 
     # --- models ---------------------------------------------------------------------------
-    def create_model(self, name: str, spec: Mapping[str, Any] | None = None, **fields: Any) -> JSON:
+    def create_model(
+        self, name: str, spec: Mapping[str, Any] | None = None, **fields: Any
+    ) -> ModelInfo:
         """Create model ``name`` (or describe it, when the same spec exists already)."""
         return self._send(_Requests.create_model(name, spec, fields))
 
-    def get_model(self, name: str) -> JSON:
+    def get_model(self, name: str) -> ModelInfo:
         return self._send(_Request("GET", _model_path(name)))
 
-    def list_models(self) -> JSON:
+    def list_models(self) -> ModelList:
         return self._send(_Request("GET", "/models"))
 
     def delete_model(self, name: str) -> JSON:
@@ -259,33 +339,39 @@ class Client:
     # --- data -----------------------------------------------------------------------------
     def learn(
         self, name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None = None
-    ) -> JSON:
+    ) -> Accepted:
         """Post one example or a list; returns ``{"accepted": n, "ids": [...]}``."""
         return self._send(_Requests.learn(name, examples, ids))
 
-    def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> JSON:
+    def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> Accepted:
         """Post an NDJSON or svmlight body as it is."""
         return self._send(_Requests.learn_raw(name, data, fmt))
 
-    def predict(self, name: str, examples: Example | Sequence[Example]) -> JSON:
+    @overload
+    def predict(self, name: str, examples: Example) -> Prediction: ...
+    @overload
+    def predict(self, name: str, examples: Sequence[Example]) -> list[Prediction]: ...
+    def predict(
+        self, name: str, examples: Example | Sequence[Example]
+    ) -> Prediction | list[Prediction]:
         """One example in, one answer out; a list in, a list out."""
         out = self._send(_Requests.predict(name, examples))
         return _unwrap_predictions(examples, out)
 
-    def predict_text(self, name: str, text: str) -> JSON:
+    def predict_text(self, name: str, text: str) -> Prediction:
         return self._send(_Request("GET", _model_path(name, "predict"), params={"text": text}))
 
-    def feedback(self, name: str, prediction_id: str, label: Any) -> JSON:
+    def feedback(self, name: str, prediction_id: str, label: Any) -> FeedbackAccepted:
         return self._send(_Requests.feedback(name, prediction_id, label))
 
     # --- monitoring and versions ----------------------------------------------------------
-    def metrics(self, name: str) -> JSON:
+    def metrics(self, name: str) -> Metrics:
         return self._send(_Request("GET", _model_path(name, "metrics")))
 
-    def history(self, name: str) -> JSON:
+    def history(self, name: str) -> History:
         return self._send(_Request("GET", _model_path(name, "history")))
 
-    def versions(self, name: str) -> JSON:
+    def versions(self, name: str) -> VersionList:
         return self._send(_Request("GET", _model_path(name, "versions")))
 
     def version(self, name: str, version: int, fmt: str = "json") -> JSON:
@@ -340,13 +426,13 @@ class AsyncClient:
 
     async def create_model(
         self, name: str, spec: Mapping[str, Any] | None = None, **fields: Any
-    ) -> JSON:
+    ) -> ModelInfo:
         return await self._send(_Requests.create_model(name, spec, fields))
 
-    async def get_model(self, name: str) -> JSON:
+    async def get_model(self, name: str) -> ModelInfo:
         return await self._send(_Request("GET", _model_path(name)))
 
-    async def list_models(self) -> JSON:
+    async def list_models(self) -> ModelList:
         return await self._send(_Request("GET", "/models"))
 
     async def delete_model(self, name: str) -> JSON:
@@ -354,31 +440,37 @@ class AsyncClient:
 
     async def learn(
         self, name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None = None
-    ) -> JSON:
+    ) -> Accepted:
         return await self._send(_Requests.learn(name, examples, ids))
 
-    async def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> JSON:
+    async def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> Accepted:
         return await self._send(_Requests.learn_raw(name, data, fmt))
 
-    async def predict(self, name: str, examples: Example | Sequence[Example]) -> JSON:
+    @overload
+    async def predict(self, name: str, examples: Example) -> Prediction: ...
+    @overload
+    async def predict(self, name: str, examples: Sequence[Example]) -> list[Prediction]: ...
+    async def predict(
+        self, name: str, examples: Example | Sequence[Example]
+    ) -> Prediction | list[Prediction]:
         out = await self._send(_Requests.predict(name, examples))
         return _unwrap_predictions(examples, out)
 
-    async def predict_text(self, name: str, text: str) -> JSON:
+    async def predict_text(self, name: str, text: str) -> Prediction:
         return await self._send(
             _Request("GET", _model_path(name, "predict"), params={"text": text})
         )
 
-    async def feedback(self, name: str, prediction_id: str, label: Any) -> JSON:
+    async def feedback(self, name: str, prediction_id: str, label: Any) -> FeedbackAccepted:
         return await self._send(_Requests.feedback(name, prediction_id, label))
 
-    async def metrics(self, name: str) -> JSON:
+    async def metrics(self, name: str) -> Metrics:
         return await self._send(_Request("GET", _model_path(name, "metrics")))
 
-    async def history(self, name: str) -> JSON:
+    async def history(self, name: str) -> History:
         return await self._send(_Request("GET", _model_path(name, "history")))
 
-    async def versions(self, name: str) -> JSON:
+    async def versions(self, name: str) -> VersionList:
         return await self._send(_Request("GET", _model_path(name, "versions")))
 
     async def version(self, name: str, version: int, fmt: str = "json") -> JSON:
@@ -406,4 +498,17 @@ def _unwrap_predictions(examples: Example | Sequence[Example], out: JSON) -> JSO
     return out
 
 
-__all__ = ["DEFAULT_URL", "AsyncClient", "Client", "ClientError"]
+__all__ = [
+    "DEFAULT_URL",
+    "Accepted",
+    "AsyncClient",
+    "Client",
+    "ClientError",
+    "FeedbackAccepted",
+    "History",
+    "Metrics",
+    "ModelInfo",
+    "ModelList",
+    "Prediction",
+    "VersionList",
+]

@@ -24,7 +24,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from service.client import Client, ClientError
+from service.client import Client, ClientError, Metrics
 from service.replay import (
     apply_order,
     find_spambase,
@@ -112,7 +112,7 @@ def run_replay(
     rate: float = 0.0,
     wait: float = 60.0,
     limit: int | None = None,
-) -> dict[str, Any]:
+) -> Metrics:
     """Post ``path`` to ``model`` with a progress bar; print and return the final metrics."""
     kind = fmt_name or guess_format(path)
     lines = read_lines(path, kind)
@@ -155,7 +155,7 @@ def run_demo(
     rate: float = 500.0,
     batch_size: int = 50,
     limit: int | None = None,
-) -> dict[str, Any]:
+) -> Metrics:
     """Create the demo model and replay Spambase into it, shuffled, at a watchable pace."""
     directory = find_spambase(data)
     order = directory / "order_shuffled_seed0.txt"
@@ -210,8 +210,8 @@ def show_models(client: Client, console: Console) -> list[str]:
     return names
 
 
-def show_metrics(client: Client, console: Console, model: str) -> dict[str, Any]:
-    metrics: dict[str, Any] = client.metrics(model)
+def show_metrics(client: Client, console: Console, model: str) -> Metrics:
+    metrics = client.metrics(model)
     console.print(metrics_table(model, metrics))
     return metrics
 

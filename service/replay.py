@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from service.client import Client, ClientError
+from service.client import Client, ClientError, Metrics
 
 FORMATS = ("ndjson", "svmlight")
 RETRY_STATUSES = (429, 503)
@@ -134,10 +134,10 @@ def replay(
     return ReplayResult(posted, requests, time.perf_counter() - start, retries)
 
 
-def wait_learned(client: Client, model: str, *, timeout: float = 60.0) -> dict[str, object]:
+def wait_learned(client: Client, model: str, *, timeout: float = 60.0) -> Metrics:
     """Poll the model's metrics until its lag is 0 (or ``timeout``); return the last metrics."""
     deadline = time.monotonic() + timeout
-    metrics: dict[str, object] = client.metrics(model)
+    metrics = client.metrics(model)
     while metrics.get("lag") not in (0, None) and time.monotonic() < deadline:
         time.sleep(0.2)
         metrics = client.metrics(model)
