@@ -130,5 +130,9 @@ def test_the_installed_package_ships_the_dashboard() -> None:
     )
     for f in files:
         assert any(fnmatch.fnmatch(f, pat) for pat in patterns), f"{f} would not be installed"
+    for f in files:  # self-contained: nothing fetched from the internet at run time
+        text = (ROOT / "service" / f).read_text()
+        assert not re.search(r"(src|href)=[\"']?(https?:)?//", text), f"{f} loads a remote file"
+        assert "@import url(http" not in text and "fetch('http" not in text
     scripts = config["project"]["scripts"]
     assert scripts["streamlearn"] == "service.cli:main"

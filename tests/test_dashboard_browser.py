@@ -88,6 +88,8 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
+        requested: list[str] = []  # no CDN, no internet: every request goes to the service
+        page.on("request", lambda r: requested.append(r.url))
         page.goto(live.url + "/")
         page.wait_for_selector('#model-list li[data-model="dash"]', timeout=TIMEOUT_MS)
         wait_text(page, "#stat-examples", "60")
@@ -159,6 +161,10 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
         page.wait_for_timeout(1500)  # let a poll or two land before the picture
         page.screenshot(path=str(output_dir / "dashboard.png"), full_page=True)
         assert errors == []
+        foreign = [
+            u for u in requested if not u.startswith(live.url + "/") and not u.startswith("data:")
+        ]
+        assert foreign == [], foreign
 
 
 def test_dashboard_asks_for_keys(settings: Any, browser: Any, output_dir: Path) -> None:
