@@ -28,12 +28,14 @@ def sample_batch() -> Batch:
 @st.composite
 def batches(draw: st.DrawFn) -> Batch:
     n = draw(st.integers(0, 12))
+    width = draw(st.sampled_from([32, 64]))  # float32-exact values take the narrow form
+    top = draw(st.sampled_from([2**8, 2**16 - 1, 2**20]))
     rows = []
     for _ in range(n):
-        idx = sorted(draw(st.sets(st.integers(0, 2**20), max_size=8)))
+        idx = sorted(draw(st.sets(st.integers(0, top), max_size=8)))
         vals = draw(
             st.lists(
-                st.floats(allow_nan=False, allow_infinity=False),
+                st.floats(allow_nan=False, allow_infinity=False, width=width),
                 min_size=len(idx),
                 max_size=len(idx),
             )
@@ -52,6 +54,40 @@ def test_batch_round_trip(batch: Batch, with_ids: bool) -> None:
     got, got_ids = decode_batch(encode_batch(batch, ids))
     same_batch(got, batch)
     assert got_ids == ids
+
+
+def test_narrow_forms_only_when_exact() -> None:
+    """Binary/count values and indices below 2**16 take 6 bytes a non-zero, not 12."""
+    rows = [([1, 7, 65535], [1.0, -0.0, 3.0]), ([2], [np.inf])]
+    narrow = Batch.from_rows(rows, [1, 0])
+    wide_values = Batch.from_rows([([1, 7, 65535], [0.1, 1.0, 1.0]), ([2], [1.0])], [1, 0])
+    wide_index = Batch.from_rows([([1, 7, 65536], [1.0, 1.0, 1.0]), ([2], [1.0])], [1, 0])
+    nan = Batch.from_rows([([1], [np.nan])], [0])
+    size = {
+        name: len(encode_batch(b))
+        for name, b in (("narrow", narrow), ("values", wide_values), ("index", wide_index))
+    }
+    assert size["values"] - size["narrow"] == 4 * 4 and size["index"] - size["narrow"] == 4 * 2
+    for b in (narrow, wide_values, wide_index, nan):
+        got, _ = decode_batch(encode_batch(b))
+        same_batch(got, b)
+    signed = Batch(
+        np.array([0, 2], dtype=np.int64),
+        np.array([3, 4], dtype=np.int32),
+        np.array([-0.0, -np.inf]),
+        np.array([1], dtype=np.int32),
+    )
+    got, _ = decode_batch(encode_batch(signed))
+    assert len(encode_batch(signed)) < len(encode_batch(wide_values))
+    assert np.signbit(got.data[0]) and got.data[1] == -np.inf
+    assert np.isnan(decode_batch(encode_batch(nan))[0].data[0])
+
+
+def test_unknown_flags_are_a_decode_error() -> None:
+    raw = bytearray(encode_batch(sample_batch()))
+    raw[1] = 0x80
+    with pytest.raises(DecodeError, match="flags"):
+        decode_batch(bytes(raw))
 
 
 def test_decoded_arrays_are_writable_and_aligned() -> None:
