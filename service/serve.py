@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import socket
 import threading
 from collections.abc import Callable
@@ -29,6 +28,7 @@ class WorkerThread:
     """A worker running in its own thread and event loop, stoppable from any thread."""
 
     settings: Settings
+    on_error: Callable[[BaseException], None] | None = None  # told at once, from the thread
     stop_event: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
     _thread: threading.Thread | None = None
@@ -52,8 +52,10 @@ class WorkerThread:
     def _main(self) -> None:
         try:
             asyncio.run(self._run())
-        except BaseException as e:  # reported by serve(); a thread cannot raise to its caller
+        except BaseException as e:  # a thread cannot raise to its caller: keep and tell
             self.error = e
+            if self.on_error is not None:
+                self.on_error(e)
 
     async def _run(self) -> None:
         worker, close = await _make_worker(self.settings)
@@ -85,14 +87,11 @@ async def _make_worker(settings: Settings) -> tuple[Any, Callable[[], Any]]:
 
 
 async def _request_stop(worker: Any, task: asyncio.Task[Any], timeout: float = 20.0) -> None:
-    """Graceful stop (the worker commits what it holds); cancel only if it does not listen."""
-    stop = getattr(worker, "stop", None) or getattr(worker, "request_stop", None)
-    if stop is not None:
-        result = stop()
-        if inspect.isawaitable(result):
-            await result
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(task), timeout)
+    """``Worker.stop()`` (what SIGTERM calls: commit what it holds, release the leases);
+    cancel only if the worker does not finish within ``timeout``."""
+    worker.stop()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(task), timeout)
     if not task.done():
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -158,7 +157,10 @@ def serve(
         say(describe_embedded(redis))
     else:
         say(f"Redis: {_redact(settings.redis_url)} (STREAMLEARN_REDIS_URL)")
-    worker = WorkerThread(settings)
+    worker = WorkerThread(
+        settings,
+        on_error=lambda e: say(f"worker failed: {e!r} — the API still answers, nothing is learned"),
+    )
     code = 0
     try:
         app = create_app(settings)

@@ -130,6 +130,18 @@ def test_serve_refuses_a_busy_port_before_starting_anything(tmp_path: Path) -> N
     assert not any(tmp_path.iterdir()), "no embedded Redis may have started"
 
 
+def test_a_failing_worker_thread_is_reported_at_once() -> None:
+    from service.errors import StoreUnavailable
+    from service.serve import WorkerThread
+
+    told: list[BaseException] = []
+    worker = WorkerThread(Settings(redis_url="bogus://nowhere"), on_error=told.append)
+    worker.start()
+    assert worker.stop(30)
+    assert len(told) == 1 and isinstance(told[0], StoreUnavailable)
+    assert worker.error is told[0]
+
+
 def test_urls_and_redaction() -> None:
     u = urls(Settings(host="0.0.0.0", port=8123))
     assert u == {
