@@ -152,7 +152,11 @@ def serve(
         return 2
     redis: EmbeddedRedis | None = None
     if settings.redis_url is None:
-        redis = start_embedded(settings.data_dir, prefer=embedded)
+        try:
+            redis = start_embedded(settings.data_dir, prefer=embedded)
+        except (RuntimeError, OSError) as e:  # only when redis-server was asked for by name
+            say(f"Cannot start the embedded Redis: {e}")
+            return 2
         settings = settings.model_copy(update={"redis_url": redis.url})
         say(describe_embedded(redis))
     else:

@@ -110,6 +110,12 @@ def test_embedded_falls_back_to_fakeredis_without_the_binary(
         assert e.note == "redis-server is not installed"
     with pytest.raises(FileNotFoundError):
         start_embedded(tmp_path, prefer="redis-server")
+    from service.serve import serve
+
+    said: list[str] = []
+    settings = Settings(port=0, data_dir=str(tmp_path), redis_url=None)
+    assert serve(settings, embedded="redis-server", say=said.append) == 2
+    assert said == ["Cannot start the embedded Redis: redis-server is not on PATH"]
     with pytest.raises(ValueError, match="prefer must be"):
         start_embedded(tmp_path, prefer="sqlite")  # type: ignore[arg-type]
 
