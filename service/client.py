@@ -165,6 +165,11 @@ class _Request:
 
 
 def _model_path(name: str, *rest: str) -> str:
+    """The path of a model's resource, the name escaped.
+
+    >>> _model_path("spam", "metrics")
+    '/models/spam/metrics'
+    """
     if not isinstance(name, str) or not name:
         raise ValueError(f"model name must be a non-empty string, got {name!r}")
     return "/".join(["/models", quote(name, safe=""), *rest])

@@ -36,7 +36,11 @@ class ReplayResult:
 
 
 def guess_format(path: Path) -> str:
-    """``svmlight`` for .svm/.svmlight/.libsvm/.txt files, else ``ndjson``."""
+    """``svmlight`` for .svm/.svmlight/.libsvm/.txt files, else ``ndjson``.
+
+    >>> guess_format(Path("train.svm")), guess_format(Path("stream.jsonl"))
+    ('svmlight', 'ndjson')
+    """
     return (
         "svmlight" if path.suffix.lower() in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
     )

@@ -210,7 +210,11 @@ def _stop(worker: WorkerThread, redis: EmbeddedRedis | None, say: Say) -> int:
 
 
 def _redact(url: str) -> str:
-    """The URL without its password, for printing."""
+    """The URL without its password, for printing.
+
+    >>> _redact("redis://app:s3cret@redis.internal:6379/0")
+    'redis://app:***@redis.internal:6379/0'
+    """
     if "@" not in url:
         return url
     scheme, _, rest = url.partition("://")
