@@ -388,6 +388,10 @@ class Client:
     def pin(self, name: str, version: int) -> JSON:
         return self._send(_Requests.set_version(name, "pin", version))
 
+    def unpin(self, name: str) -> VersionList:
+        """Release a pin: the served head follows the newest version again."""
+        return self._send(_Request("DELETE", _model_path(name, "pin")))
+
     def healthz(self) -> JSON:
         return self._send(_Request("GET", "/healthz"))
 
@@ -486,6 +490,9 @@ class AsyncClient:
 
     async def pin(self, name: str, version: int) -> JSON:
         return await self._send(_Requests.set_version(name, "pin", version))
+
+    async def unpin(self, name: str) -> VersionList:
+        return await self._send(_Request("DELETE", _model_path(name, "pin")))
 
     async def healthz(self) -> JSON:
         return await self._send(_Request("GET", "/healthz"))

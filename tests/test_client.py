@@ -185,6 +185,8 @@ async def test_async_client_sends_the_same_requests() -> None:
         ("history", ("m",)),
         ("versions", ("m",)),
         ("rollback", ("m", 1)),
+        ("pin", ("m", 2)),
+        ("unpin", ("m",)),
         ("delete_model", ("m",)),
     ]
     with sync_client(sync_rec) as sc:
@@ -259,6 +261,9 @@ def test_client_against_live_service(settings) -> None:  # type: ignore[no-untyp
         assert c.versions("m1")["head"] == first
         # the API swaps to the pinned version when the pin is announced
         wait_for(lambda: c.predict("m1", {"features": {"a": 1.0}})["version"] == first)
+        released = c.unpin("m1")
+        assert released["head"] == max(int(v["version"]) for v in released["versions"])
+        assert not any(v.get("pinned") for v in released["versions"])
         rolled = c.rollback("m1", first)
         assert rolled is not None
         with pytest.raises(ClientError) as no_version:

@@ -132,6 +132,15 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
         page.wait_for_selector(
             f'#versions tr[data-version="{oldest}"] .badge.pinned', timeout=TIMEOUT_MS
         )
+        page.click(f'#versions tr[data-version="{oldest}"] button[data-action="unpin"]')
+        page.wait_for_function(
+            "() => document.querySelector('#toast').textContent.startsWith('Unpinned dash')",
+            timeout=TIMEOUT_MS,
+        )
+        assert client.versions("dash")["head"] == versions[-1]  # the newest serves again
+        page.wait_for_selector(
+            f'#versions tr[data-version="{oldest}"] button[data-action="pin"]', timeout=TIMEOUT_MS
+        )
 
         page.once("dialog", lambda d: d.accept())  # "Roll dash back to version …?"
         page.click(f'#versions tr[data-version="{oldest}"] button[data-action="rollback"]')

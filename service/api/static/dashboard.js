@@ -372,9 +372,9 @@
       actions.className = "actions";
       const pin = document.createElement("button");
       pin.className = "ghost small";
-      pin.textContent = "Pin";
-      pin.dataset.action = "pin";
-      pin.addEventListener("click", () => act(name, "pin", n));
+      pin.textContent = isPinned ? "Unpin" : "Pin";
+      pin.dataset.action = isPinned ? "unpin" : "pin";
+      pin.addEventListener("click", () => act(name, isPinned ? "unpin" : "pin", n));
       const rb = document.createElement("button");
       rb.className = "danger small";
       rb.textContent = "Roll back";
@@ -397,8 +397,13 @@
   // --------------------------------------------------------------- actions ------------------
   async function act(name, action, version) {
     try {
-      await api("POST", modelPath(name, action), { version });
-      toast(action === "pin" ? `Pinned ${name} to version ${version}` : `Rolled ${name} back to version ${version}`);
+      if (action === "unpin") await api("DELETE", modelPath(name, "pin"));
+      else await api("POST", modelPath(name, action), { version });
+      toast({
+        pin: `Pinned ${name} to version ${version}`,
+        unpin: `Unpinned ${name}: serving the newest version`,
+        rollback: `Rolled ${name} back to version ${version}`,
+      }[action]);
       state.versionsSig = "";
       poll();
     } catch (e) {
