@@ -165,7 +165,7 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
         polls: list[str] = []
         page.on("request", lambda r: polls.append(r.url) if r.url.endswith("/models") else None)
         page.wait_for_timeout(3000)
-        assert 1 <= len(polls) <= 5, f"{len(polls)} polls of /models in 3 s"
+        assert len(polls) <= 5, f"{len(polls)} polls of /models in 3 s: the loop forked"
 
         page.wait_for_timeout(1500)  # let a poll or two land before the picture
         page.screenshot(path=str(output_dir / "dashboard.png"), full_page=True)
