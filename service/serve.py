@@ -126,6 +126,23 @@ def describe_embedded(embedded: EmbeddedRedis) -> str:
     return f"Redis: embedded, {what}{note} — {embedded.durability}"
 
 
+def warm_up() -> None:
+    """Compile (or load from numba's on-disk cache) the kernels of the default spam model.
+
+    Done before the API listens, so that the first request of the README's example does not
+    wait seconds for a compile — and does not stall the event loop while it does.
+    """
+    from service.learning.spec import ModelSpec
+
+    spec = ModelSpec.from_dict({"preset": "spam", "classes": ["ham", "spam"], "bits": 8})
+    batch = spec.featurizer().transform(
+        [{"text": "warm up", "label": "spam"}, {"features": {"x": 1.0}, "label": "ham"}]
+    )
+    learner = spec.build_learner()
+    learner.learn(batch)
+    learner.serving().proba(batch)
+
+
 def _print(message: str) -> None:
     print(message, flush=True)  # flushed: the banner must show even when stdout is a pipe
 
@@ -168,6 +185,11 @@ def serve(
     code = 0
     try:
         app = create_app(settings)
+        say("Loading the learning kernels (compiled on the first run only, then cached)…")
+        try:
+            warm_up()
+        except Exception as e:  # a cold first request is slower, nothing worse
+            say(f"(warm-up skipped: {e!r})")
         worker.start()
         u = urls(settings)
         say(f"API:       {u['api']}")
