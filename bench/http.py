@@ -282,33 +282,47 @@ def batches(size: int, label: bool) -> list[bytes]:
     ]
 
 
-async def scenarios(port: int, args: argparse.Namespace) -> dict[str, LoadResult]:
+def merge(parts: list[LoadResult]) -> LoadResult:
+    out = LoadResult()
+    for r in parts:
+        out.requests += r.requests
+        out.seconds += r.seconds
+        out.latencies += r.latencies
+        for k, v in r.statuses.items():
+            out.statuses[k] = out.statuses.get(k, 0) + v
+    return out
+
+
+async def scenarios(
+    ports: dict[str, int], args: argparse.Namespace
+) -> dict[str, dict[str, LoadResult]]:
+    """Each scenario runs the apps in alternating slices (``--rounds``), so that a change in
+    the machine's load hits both alike."""
     post_batches = batches(1000, True)
     pred_batches = batches(1000, False)
-    out = {}
-    out["single POST"] = await load(
-        port, single_post, conns=args.conns, seconds=args.seconds, max_requests=args.max_requests
-    )
-    out["single predict"] = await load(
-        port, single_predict, conns=args.conns, seconds=args.seconds, max_requests=args.max_requests
-    )
-    out["batch ingest"] = await load(
-        port,
-        lambda i: ("POST", "/models/b/examples", post_batches[i % 8], "application/json"),
-        conns=4,
-        seconds=args.seconds,
-        max_requests=args.max_batches,
-        warmup=4,
-    )
-    out["batch predict"] = await load(
-        port,
-        lambda i: ("POST", "/models/b/predict", pred_batches[i % 8], "application/json"),
-        conns=4,
-        seconds=args.seconds,
-        max_requests=args.max_batches,
-        warmup=4,
-    )
-    return out
+    single = {"conns": args.conns, "max_requests": args.max_requests // args.rounds}
+    batch = {"conns": 4, "max_requests": args.max_batches // args.rounds, "warmup": 4}
+    plan: list[tuple[str, Callable[[int], tuple[str, str, bytes, str]], dict[str, Any]]] = [
+        ("single POST", single_post, single),
+        ("single predict", single_predict, single),
+        (
+            "batch ingest",
+            lambda i: ("POST", "/models/b/examples", post_batches[i % 8], "application/json"),
+            batch,
+        ),
+        (
+            "batch predict",
+            lambda i: ("POST", "/models/b/predict", pred_batches[i % 8], "application/json"),
+            batch,
+        ),
+    ]
+    parts: dict[str, dict[str, list[LoadResult]]] = {name: {} for name in ports}
+    for scenario, make, kw in plan:
+        for _ in range(args.rounds):
+            for name, port in ports.items():
+                r = await load(port, make, seconds=args.seconds / args.rounds, **kw)
+                parts[name].setdefault(scenario, []).append(r)
+    return {name: {sc: merge(rs) for sc, rs in by.items()} for name, by in parts.items()}
 
 
 async def freshness(
@@ -440,9 +454,7 @@ async def main_async(args: argparse.Namespace) -> None:
             assert status in (200, 201), data
         c.close()
 
-        results: dict[str, dict[str, LoadResult]] = {}
-        for name, port in (("naive", naive_port), ("streamlearn", ours_port)):
-            results[name] = await scenarios(port, args)
+        results = await scenarios({"naive": naive_port, "streamlearn": ours_port}, args)
 
         fresh = []
         for publish_ms in args.publish_ms:
@@ -524,7 +536,8 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--prefix", default="bench-http")
     parser.add_argument("--conns", type=int, default=64)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--seconds", type=float, default=9.0, help="per scenario and app")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating slices per scenario")
     parser.add_argument("--max-requests", type=int, default=40_000)
     parser.add_argument("--max-batches", type=int, default=400)
     parser.add_argument("--fresh-rate", type=float, default=50_000.0)

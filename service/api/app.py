@@ -101,7 +101,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.sl = state
     errors.install(app)
-    for module in (models, examples, predict, feedback, monitor, versions, health):
+    # the hot routes first: the router tries routes in order
+    for module in (examples, predict, models, feedback, monitor, versions, health):
         app.include_router(module.router)
     _include_dashboard(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

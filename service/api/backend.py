@@ -93,6 +93,10 @@ class Backend:
             appender = self._appenders[m] = Coalescer(flush)
         await appender.submit((batch, ids))
 
+    async def append_now(self, m: str, batch: Batch, ids: Sequence[str | None]) -> None:
+        """Append one batch now (callers that already grouped their work)."""
+        await self._append_now(m, [(batch, ids)])
+
     async def _append_now(self, m: str, items: list[tuple[Batch, Sequence[str | None]]]) -> None:
         batch = items[0][0] if len(items) == 1 else Batch.concat([b for b, _ in items])
         ids = [i for _, group in items for i in group]

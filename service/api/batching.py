@@ -133,7 +133,7 @@ class Batcher:
                 _, _, ids = items[positions[g]]
                 keep = first_occurrences(ids)
                 ids_all.extend(ids if keep is None else [ids[i] for i in keep])
-            await self.backend.append(m, batch, ids_all)
+            await self.backend.append_now(m, batch, ids_all)  # already one group
         return outcomes
 
     async def predict(self, m: str, served: Served, examples: list[Any]) -> list[dict[str, Any]]:

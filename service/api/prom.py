@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_late
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 MODEL_GAUGES = ("examples_seen", "mistakes", "updates", "lag", "version")
 
 
@@ -37,6 +38,17 @@ class Metrics:
             )
             for name in MODEL_GAUGES
         }
+        self._children: dict[tuple[str, str, int], Any] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """One request's latency (label children cached: ``labels()`` costs per call)."""
+        if method not in METHODS:  # clients choose methods: keep the label set bounded
+            method = "OTHER"
+        key = (method, route, status)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self.latency.labels(method, route, str(status))
+        child.observe(seconds)
 
     def set_models(self, rows: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Replace the per-model gauges (deleted models disappear)."""
@@ -77,6 +89,4 @@ class LatencyMiddleware:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            self.metrics.latency.labels(scope["method"], template, str(status)).observe(
-                time.perf_counter() - start
-            )
+            self.metrics.observe(scope["method"], template, status, time.perf_counter() - start)
