@@ -108,12 +108,14 @@ async def test_three_workers_with_crashes_give_the_single_worker_result(settings
     for m, sp in SPECS.items():
         await admin.create_model(m, sp)
     stores: list[Store] = []
+    workers: list[Worker] = []
     running: dict[int, tuple[Worker, asyncio.Task[None]]] = {}
 
     def start(i: int) -> None:
         st = rec.wrap(Store.open(s))
         stores.append(st)
         w = Worker(s, st, worker_id=f"w{i}-{len(stores)}")
+        workers.append(w)
         running[i] = (w, asyncio.create_task(w.run()))
 
     try:
@@ -151,8 +153,8 @@ async def test_three_workers_with_crashes_give_the_single_worker_result(settings
             assert_same(committed.state, reference(sp, streams[m]).get_state(), m)
         rec.check_chains()
         assert len(rec.accepted) > 10
-        epochs = {m: max(e for mm, e, _, _ in rec.accepted if mm == m) for m in SPECS}
-        assert sum(epochs.values()) > len(SPECS)  # leases did change hands
+        # leases did change hands: more takeovers than models
+        assert sum(w.stats["takeovers"] for w in workers) > len(SPECS)
     finally:
         for w, _task in running.values():
             w.stop()
