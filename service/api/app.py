@@ -98,6 +98,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
         lifespan=_lifespan(state),
         default_response_class=FastJSON,
+        # our own Prometheus metrics cover requests; FastAPI's OpenTelemetry hooks would
+        # otherwise look up the global providers on every request
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.sl = state
     errors.install(app)
