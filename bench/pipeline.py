@@ -50,7 +50,12 @@ from service.learning.features import Batch
 
 def synthetic(n: int, bits: int, nnz: int, seed: int = 0) -> Batch:
     """``n`` sparse examples, ~``nnz`` positive values each, labelled by a hidden hyperplane
-    with 5 % label noise (so that PA-I keeps updating and the update path is exercised)."""
+    with 5 % label noise (so that PA-I keeps updating and the update path is exercised).
+
+    Values are float64 that float32 cannot hold (the codec's worst case), or with
+    ``BENCH_VALUES=float32`` (the ``--values`` flag; spawned producers inherit it) rounded to
+    float32, as counts, binary or float32-born features are.
+    """
     dim = 1 << bits
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.integers(0, dim, size=(n, nnz), dtype=np.int64), axis=1)
@@ -60,6 +65,8 @@ def synthetic(n: int, bits: int, nnz: int, seed: int = 0) -> Batch:
     np.cumsum(keep.sum(axis=1), out=indptr[1:])
     indices = idx[keep].astype(np.int32)
     data = np.asarray(rng.random(indices.shape[0]) + 0.1, dtype=np.float64)
+    if os.environ.get("BENCH_VALUES", "float64") == "float32":
+        data = data.astype(np.float32).astype(np.float64)
     w_true = rng.standard_normal(dim)
     margin = np.add.reduceat(w_true[indices] * data, indptr[:-1])
     y = (margin > 0).astype(np.int32)
@@ -437,7 +444,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--bursts", type=int, default=20)
+    ap.add_argument(
+        "--values",
+        choices=["float64", "float32"],
+        default="float64",
+        help="feature values: float64 (12 bytes a non-zero in an entry) or float32-exact (8)",
+    )
     args = ap.parse_args(argv)
+    os.environ["BENCH_VALUES"] = args.values
 
     _warm_up()
     runs: list[PipelineRun] = []
@@ -463,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     publish_all = [x for r in runs for x in r.publish_ms]
     print(
         f"\nPipeline benchmark: {args.n:,} examples, ~{args.nnz} non-zeros, 2**{args.bits} dims, "
-        f"batches of {args.batch:,}, PA-I; medians of {args.runs} runs; Redis {args.redis_url}; "
+        f"batches of {args.batch:,}, {args.values} values, PA-I; medians of {args.runs} runs; "
+        f"Redis {args.redis_url}; "
         f"{os.cpu_count()} CPUs, load average {load:.1f} at the end\n"
     )
     print(
