@@ -25,10 +25,14 @@ from service.learning.features import Batch
 REPO = Path(__file__).resolve().parents[2]
 
 
-def synthetic(n: int, dim: int, nnz: int, seed: int) -> Batch:
+def synthetic(n: int, dim: int, nnz: int, seed: int, *, float32: bool = False) -> Batch:
     """``n`` examples with ~``nnz`` signed values each over ``dim`` columns, labelled by a
     hidden hyperplane with 10 % label noise, so every algorithm keeps making mistakes and
-    updates until the end (a stream the model has "solved" would hide ordering errors)."""
+    updates until the end (a stream the model has "solved" would hide ordering errors).
+
+    With ``float32`` the values are float32-exact, so the codec stores them narrow (and a
+    ``dim`` up to 65,536 makes it store the indices narrow too): both entry forms get used.
+    """
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.integers(0, dim, size=(n, nnz), dtype=np.int64), axis=1)
     keep = np.ones((n, nnz), dtype=bool)
@@ -37,6 +41,8 @@ def synthetic(n: int, dim: int, nnz: int, seed: int) -> Batch:
     np.cumsum(keep.sum(axis=1), out=indptr[1:])
     indices = idx[keep].astype(np.int32)
     data = np.asarray(rng.standard_normal(indices.shape[0]), dtype=np.float64)
+    if float32:
+        data = data.astype(np.float32).astype(np.float64)
     w_true = rng.standard_normal(dim)
     margin = np.add.reduceat(w_true[indices] * data, indptr[:-1])
     y = (margin > 0).astype(np.int32)
