@@ -23,6 +23,7 @@ from service.api.backend import Backend
 from service.api.batching import Batcher
 from service.api.cache import ModelCache
 from service.api.deps import AppState
+from service.api.fastpath import FastPath
 from service.api.limits import BodyLimit
 from service.api.prom import LatencyMiddleware, Metrics
 from service.api.responses import FastJSON
@@ -86,6 +87,20 @@ def _include_dashboard(app: FastAPI) -> None:
     app.include_router(module.router)
 
 
+def _hot_routes() -> dict[str, tuple[Any, Any]]:
+    """The APIRoutes of the two hot endpoints (from their routers), by last path segment."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for tail, module, endpoint in (
+        ("examples", examples, examples.post_examples),
+        ("predict", predict, predict.post_predict),
+    ):
+        for route in module.router.routes:
+            if getattr(route, "endpoint", None) is endpoint:
+                out[tail] = (endpoint, route)
+    assert len(out) == 2, "the hot routes moved"
+    return out
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app for ``settings`` (defaults from the environment when None)."""
     settings = settings or Settings()
@@ -108,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (examples, predict, models, feedback, monitor, versions, health):
         app.include_router(module.router)
     _include_dashboard(app)
+    app.add_middleware(FastPath, routes=_hot_routes())  # innermost (added first)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(LatencyMiddleware, metrics=state.metrics)
     return app

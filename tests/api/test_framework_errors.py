@@ -71,3 +71,13 @@ async def test_a_bug_is_a_logged_json_500_and_a_raw_redis_outage_a_503(
             r = await c.get("/models/m/metrics")
             assert_error(r, 503, "store_unavailable")
             assert r.headers["retry-after"] == "1"
+
+
+async def test_fast_path_leaves_other_shapes_to_the_router(mem_api: httpx.AsyncClient) -> None:
+    assert (await mem_api.put("/models/m", json={"algorithm": "pa1"})).status_code == 201
+    assert_error(await mem_api.get("/models/m/examples"), 405, "method_not_allowed")
+    assert_error(await mem_api.post("/models/m/other", json={}), 404, "not_found")
+    assert_error(await mem_api.post("/models//examples", json={}), 404, "not_found")
+    assert_error(await mem_api.post("/models/m/examples/x", json={}), 404, "not_found")
+    r = await mem_api.post("/models/m/examples", json={"text": "x"})
+    assert_error(r, 422, "invalid_example", "text")  # pa1 without text features: a domain error
