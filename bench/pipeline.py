@@ -286,6 +286,7 @@ async def pipeline_run(url: str, n: int, bits: int, nnz: int, batch: int) -> Pip
         await task
         proc.join(30)
         await store.delete_model("bench")
+        _drop_prefix(url, prefix)
         await store.close()
 
 
@@ -314,6 +315,7 @@ async def catch_up_run(url: str, n: int, bits: int, nnz: int, batch: int) -> flo
         return n / elapsed
     finally:
         await store.delete_model("bench")
+        _drop_prefix(url, prefix)
         await store.close()
 
 
@@ -351,6 +353,7 @@ async def burst_latencies(url: str, bits: int, nnz: int, batch: int, bursts: int
         worker.stop()
         await task
         await store.delete_model("bench")
+        _drop_prefix(url, prefix)
         await store.close()
         await producer.close()
 
@@ -397,6 +400,19 @@ def breakdown(url: str, n: int, bits: int, nnz: int, batch: int) -> list[tuple[s
         ("learn (PA-I, compiled)", f"{n / t_learn:,.0f}"),
         ("read + decode + learn, serial", f"{n / (t_read + t_decode + t_learn):,.0f}"),
     ]
+
+
+def _drop_prefix(url: str, prefix: str) -> None:
+    """Delete what ``delete_model`` keeps on purpose (the fencing epoch) under our prefix."""
+    import redis
+
+    client: Any = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 def _warm_up() -> None:
