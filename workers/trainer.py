@@ -10,7 +10,8 @@ One :class:`Worker` serves every model whose lease it holds. :meth:`Worker.run` 
 3. decode, check and learn each entry through the compiled batch path; an entry that cannot
    be decoded or checked becomes a dead letter (acknowledged with the next commit);
 4. commit every ``commit_ms`` / ``commit_examples``, and publish a version (in the same
-   atomic step) every ``publish_ms`` / ``publish_examples``.
+   atomic step) every ``publish_ms`` / ``publish_examples`` — and at once when a read finds
+   nothing new (the streams are drained), so the last entry of a burst is served promptly.
 
 A refused commit (:class:`LeaseLost`, :class:`CommitConflict`) means someone else owns the
 model now, or its state was reset (rollback): the in-memory learner is dropped and the
@@ -128,7 +129,9 @@ class Worker:
                     for m, entries in read.items():
                         if m in self.held:
                             self._apply(self.held[m], entries)
-                    await self._flush(force=burst and not read)
+                    # drained (nothing new within block_ms): commit and publish now, so the
+                    # newest version covers the last entry without waiting for publish_ms
+                    await self._flush(force=not read)
                     if burst and not read and await self._caught_up():
                         break
                 except StoreUnavailable as e:

@@ -192,6 +192,36 @@ async def test_rollback_fences_a_running_worker(settings: Settings) -> None:
         await store.close()
 
 
+async def test_a_drained_stream_is_published_at_once(settings: Settings) -> None:
+    """With publish_ms and commit_ms at a minute, a version covering the last entry still
+    appears as soon as the worker finds nothing more to read."""
+    s = settings.model_copy(update={"publish_ms": 60_000, "commit_ms": 60_000})
+    store = Store.open(s)
+    try:
+        sp = spec("perceptron")
+        stream = batches(2000, 11)
+        await store.create_model("m", sp)
+        worker = Worker(s, store)
+        task = asyncio.create_task(worker.run())
+        for part in (stream[:3], stream[3:]):
+            last = None
+            for b in part:
+                last = (await store.append("m", b)).entry_id
+            for _ in range(400):
+                head = await store.head("m")
+                if head and (await store.get_version("m", head)).info.cursor == last:
+                    break
+                await asyncio.sleep(0.025)
+            else:
+                raise AssertionError("no version covers the last entry")
+        worker.stop()
+        await asyncio.wait_for(task, 30)
+        v = await store.get_version("m")
+        assert v.serving["W"].tobytes() == reference(sp, stream).serving().W.tobytes()
+    finally:
+        await store.close()
+
+
 async def test_a_deleted_model_is_dropped(store: Store) -> None:
     await store.create_model("m", spec("perceptron"))
     worker = Worker(store.settings, store)
