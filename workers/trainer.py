@@ -50,6 +50,8 @@ from workers.reader import Reader
 
 log = logging.getLogger("streamlearn.worker")
 
+DEAD_PAYLOAD_BYTES = 64 * 1024  # a dead letter keeps the head of its entry, not 1 MB of it
+
 
 @dataclass
 class Held:
@@ -157,7 +159,8 @@ class Worker:
                 check_batch(batch, learner.dim, learner.n_classes)
                 learner.learn(batch)
             except (DecodeError, ValueError) as err:
-                h.dead.append(DeadLetter(e.id, f"{type(err).__name__}: {err}", e.payload))
+                reason = f"{type(err).__name__}: {err} ({len(e.payload)} bytes)"
+                h.dead.append(DeadLetter(e.id, reason, e.payload[:DEAD_PAYLOAD_BYTES]))
                 h.applied += e.n or 0
                 self.stats["dead"] += 1
                 log.warning("model %s: entry %s dead-lettered: %s", h.model, e.id, err)

@@ -26,7 +26,7 @@ from service.store.keys import Keys, validate_model_name
 from service.store.streams import StreamOps
 from service.store.versions import HISTORY_MAXLEN, VersionOps
 
-DEAD_MAXLEN = 10_000
+DEAD_MAXLEN = 1_000  # approximate (MAXLEN ~): the newest dead letters
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,7 @@ async def test_poison_entries_are_dead_lettered_and_later_ones_learned(store: St
     out_of_range = Batch.from_rows([([5, 5000], [1.0, 1.0])], [1])
     bad_label = Batch.from_rows([([5], [1.0])], [7])
     for payload, n in (
-        (b"\x07garbage", 2),
+        (b"\x07" + b"g" * 200_000, 2),
         (encode_batch(out_of_range), 1),
         (encode_batch(bad_label), 1),
     ):
@@ -97,6 +97,7 @@ async def test_poison_entries_are_dead_lettered_and_later_ones_learned(store: St
     assert len(dead) == 3 and worker.stats["dead"] == 3
     reasons = " | ".join(d["reason"] for d in reversed(dead))
     assert "DecodeError" in reasons and "outside [0, 1024)" in reasons and "label 7" in reasons
+    assert dead[-1]["bytes"] == 64 * 1024 and "200001 bytes" in dead[-1]["reason"]  # the head only
     assert (await store.metrics("m")).lag == 0
 
 
