@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
-
-import numpy as np
 
 from service.api.coalesce import Coalescer
 from service.api.specs import spec_from_dict
@@ -230,10 +227,3 @@ class Backend:
 
     async def close(self) -> None:
         await self.store.close()
-
-
-def now() -> float:
-    return time.time()
-
-
-__all__ = ["Backend", "np"]
