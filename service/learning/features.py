@@ -392,6 +392,7 @@ class Featurizer:
                         )
                         n = i
                         break
+                    schemas.append(())  # schemas stay one per example (error indices)
                     dense_rows.append(i)
                     dense_vals.extend(f)
                 elif isinstance(f, Mapping):

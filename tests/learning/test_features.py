@@ -14,6 +14,7 @@ import pytest
 
 from service.errors import InvalidExample
 from service.learning.features import Batch, Featurizer, Labels
+from service.learning.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -400,3 +401,20 @@ def test_one_schema_fast_path_equals_the_general_path(normalize: bool) -> None:
         expected = np.divide(expected, norms, out=np.zeros_like(expected), where=norms > 0)
     np.testing.assert_allclose(dense(fast, 8), expected, atol=1e-12)
     assert not np.any(fast.data == 0.0)
+
+
+def test_a_bad_name_after_a_dense_row_names_its_own_index() -> None:
+    """Dense rows and named rows mixed in one batch: the error points at the named row."""
+    spec = ModelSpec.from_dict({"algorithm": "pa1", "hashing": False, "dim": 3})
+    featurizer = spec.featurizer()
+    good = featurizer.transform(
+        [{"features": [1, 0, 0], "label": 1}, {"features": {"2": 5.0}, "label": 1}]
+    )
+    assert good.indptr.tolist() == [0, 1, 2]
+    assert good.indices.tolist() == [0, 2]
+    with pytest.raises(InvalidExample) as info:
+        featurizer.transform(
+            [{"features": [1, 2, 3], "label": 1}, {"features": {"7": 1.0}, "label": 1}]
+        )
+    assert info.value.index == 1
+    assert info.value.field == "features.7"
