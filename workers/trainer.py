@@ -117,6 +117,7 @@ class Worker:
         s = self.settings
         log.info("worker %s starting (burst=%s)", self.worker_id, burst)
         try:
+            outage = 0  # consecutive StoreUnavailable errors
             while not self.stopping:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():
@@ -136,9 +137,13 @@ class Worker:
                     await self._flush(force=not read)
                     if burst and not read and await self._caught_up():
                         break
+                    outage = 0
                 except StoreUnavailable as e:
-                    log.warning("Redis unavailable (%s); retrying", e)
-                    await self._pause(max(s.block_ms, 200) / 1000)
+                    # back off 0.2 s, 0.4 s, ... up to 5 s, so an outage is a few log lines
+                    delay = min(5.0, max(s.block_ms, 200) / 1000 * 2**outage)
+                    log.warning("Redis unavailable (%s); retrying in %.1f s", e, delay)
+                    outage = min(outage + 1, 10)
+                    await self._pause(delay)
         finally:
             await self._shutdown()
         log.info("worker %s stopped: %s", self.worker_id, self.stats)

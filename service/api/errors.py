@@ -98,7 +98,9 @@ def error_response(
 async def domain_error(_: Request, exc: Exception) -> FastJSON:
     assert isinstance(exc, e.StreamlearnError)
     status = status_of(exc)
-    if status >= 500:
+    if isinstance(exc, e.StoreUnavailable):
+        log.warning("store unavailable: %s", exc.message)  # an outage, not a bug: no traceback
+    elif status >= 500:
         log.error("store error: %s", exc.message, exc_info=exc)
     return error_response(status, exc.code, describe(exc), field=exc.field, index=exc.index)
 
