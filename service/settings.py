@@ -22,8 +22,12 @@ class Settings(BaseSettings):
         "None means the embedded default (see `streamlearn serve`).",
     )
     redis_cluster: bool = Field(default=False, description="Talk to a Redis Cluster.")
-    key_prefix: str = Field(default="sl", description="Prefix of every key (tests use a unique one).")
-    data_dir: str = Field(default=".streamlearn", description="Where the embedded Redis keeps its data.")
+    key_prefix: str = Field(
+        default="sl", description="Prefix of every key (tests use a unique one)."
+    )
+    data_dir: str = Field(
+        default=".streamlearn", description="Where the embedded Redis keeps its data."
+    )
 
     # --- ingest limits (the API answers 413/422/429 past them) ----------------------------
     max_body_bytes: int = 32 * 1024 * 1024

@@ -52,7 +52,11 @@ def test_import_rules(path: Path) -> None:
 def test_learning_imports_only_errors_of_ours() -> None:
     for path in (ROOT / "service" / "learning").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("service."):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.startswith("service.")
+            ):
                 assert node.module.startswith(("service.learning", "service.errors")), (
                     f"{rel(path)} imports {node.module}"
                 )
