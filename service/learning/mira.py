@@ -15,72 +15,18 @@ With ``margin`` = 1 this is PA-I; with ``margin`` = 0 it is conservative (mistak
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
-
-from service.learning._kernels import FASTMATH
-from service.learning.features import Batch
-from service.learning.linear import InvalidParameter, Learner, non_negative, positive
+from service.learning import _additive
+from service.learning._additive import AdditiveLearner
+from service.learning.linear import InvalidParameter, non_negative, positive
 from service.learning.registry import register
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _learn_kernel(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    c: np.ndarray,
-    f: np.ndarray,
-    C: float,
-    margin: float,
-    out: np.ndarray,
-) -> None:
-    """c = [seen, mistakes, updates]; f = [max_norm, b]."""
-    n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    b = f[1]
-    for i in range(n):
-        lo, hi = indptr[i], indptr[i + 1]
-        s = 0.0
-        sq = 0.0
-        for k in range(lo, hi):
-            v = data[k]
-            s += w[indices[k]] * v
-            sq += v * v
-        s += b
-        yi = 1.0 if y[i] == 1 else -1.0
-        if sq > r2:
-            r2 = sq
-        if (s > 0.0) != (yi > 0.0):
-            out[i] = True
-            mistakes += 1
-        ys = yi * s
-        if (ys <= 0.0 or ys < margin) and sq > 0.0:
-            tau = (1.0 - ys) / sq
-            if tau > C:
-                tau = C
-            if tau > 0.0:
-                step = tau * yi
-                for k in range(lo, hi):
-                    w[indices[k]] += step * data[k]
-                b += step
-                updates += 1
-        seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1] = b
-
-
 @register
-class MIRA(Learner):
+class MIRA(AdditiveLearner):
     """MIRA with cap ``C`` (> 0) and ``margin`` in [0, 1] (> 0: the aggressive form)."""
 
     name = "mira"
-    _float_slots = ("b",)
-    w: np.ndarray
+    RULE = _additive.MIRA
 
     def __init__(self, dim: int, n_classes: int = 2, C: float = 1.0, margin: float = 0.0):
         self.C = positive("C", C)
@@ -88,16 +34,3 @@ class MIRA(Learner):
         if self.margin > 1.0:  # the step aims at y·s = 1: a larger margin would never move w
             raise InvalidParameter("margin", f"margin must be <= 1, got {margin!r}")
         super().__init__(dim, n_classes)
-
-    @property
-    def b(self) -> float:
-        return float(self._f[1])
-
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
-        _learn_kernel(
-            batch.indptr, batch.indices, batch.data, batch.y,
-            self.w, self._c, self._f, self.C, self.margin, out,
-        )  # fmt: skip
-
-    def _served(self) -> tuple[np.ndarray, float]:
-        return self.w, self.b

@@ -1,0 +1,117 @@
+"""The one compiled loop behind the perceptron, MIRA and the PA family (binary).
+
+All five share their shape: score ``s = w·x + b`` and ‖x‖² in one pass over the row, count a
+mistake against the sign of ``s``, then, when the rule says so, take ``w += τ·y·x`` and
+``b += τ·y`` — the bias learned apart with the same step and left out of ‖x‖², as River does.
+Only the step size τ differs, so each algorithm's module names its :data:`RULE` and the loop
+is written once. A rule is a small integer rather than a callable: a branch on it costs
+nothing next to the sparse loops and keeps one compiled signature for every algorithm.
+
+====================  ====================================  ============================
+rule                  update when                           τ
+====================  ====================================  ============================
+``PERCEPTRON``        y·s ≤ 0                               1
+``PA``                ℓ = 1 − y·s > 0 and ‖x‖ > 0           ℓ/‖x‖²
+``PA1``               ℓ > 0 and ‖x‖ > 0                     min(C, ℓ/‖x‖²)
+``PA2``               ℓ > 0                                 ℓ/(‖x‖² + 1/(2C))
+``MIRA``              (y·s ≤ 0 or y·s < margin), ‖x‖ > 0    min(C, (1 − y·s)/‖x‖²)
+====================  ====================================  ============================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from service.learning._kernels import FASTMATH
+from service.learning.features import Batch
+from service.learning.linear import Learner
+
+PERCEPTRON, PA, PA1, PA2, MIRA = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH)
+def learn_additive(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    c: np.ndarray,
+    f: np.ndarray,
+    rule: int,
+    C: float,
+    margin: float,
+    out: np.ndarray,
+) -> None:
+    """c = [seen, mistakes, updates]; f = [max_norm, b]; ``out[i]`` = mistake on row i."""
+    n = indptr.shape[0] - 1
+    seen, mistakes, updates = c[0], c[1], c[2]
+    r2 = f[0] * f[0]
+    b = f[1]
+    half_inv_c = 0.5 / C
+    for i in range(n):
+        lo, hi = indptr[i], indptr[i + 1]
+        s = 0.0
+        sq = 0.0
+        for k in range(lo, hi):
+            v = data[k]
+            s += w[indices[k]] * v
+            sq += v * v
+        s += b
+        yi = 1.0 if y[i] == 1 else -1.0
+        if sq > r2:
+            r2 = sq
+        if (s > 0.0) != (yi > 0.0):
+            out[i] = True
+            mistakes += 1
+        ys = yi * s
+        tau = 0.0
+        if rule == PERCEPTRON:
+            if ys <= 0.0:
+                tau = 1.0
+        elif rule == MIRA:
+            if (ys <= 0.0 or ys < margin) and sq > 0.0:
+                tau = min(C, (1.0 - ys) / sq)
+        else:
+            loss = 1.0 - ys
+            if loss > 0.0:
+                if rule == PA2:
+                    tau = loss / (sq + half_inv_c)
+                elif sq > 0.0:
+                    tau = loss / sq
+                    if rule == PA1 and tau > C:
+                        tau = C
+        if tau > 0.0:
+            step = tau * yi
+            for k in range(lo, hi):
+                w[indices[k]] += step * data[k]
+            b += step
+            updates += 1
+        seen += 1
+    c[0], c[1], c[2] = seen, mistakes, updates
+    f[0] = np.sqrt(r2)
+    f[1] = b
+
+
+class AdditiveLearner(Learner):
+    """Base of the learners that run :func:`learn_additive`: weights ``w`` and a bias ``b``."""
+
+    RULE = PERCEPTRON
+    _float_slots = ("b",)
+    w: np.ndarray
+    C: float = 1.0  # the cap (PA-I, MIRA) or slack weight (PA-II); unused by the others
+    margin: float = 0.0  # MIRA's aggressive margin; unused by the others
+
+    @property
+    def b(self) -> float:
+        return float(self._f[1])
+
+    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+        learn_additive(
+            batch.indptr, batch.indices, batch.data, batch.y, self.w, self._c, self._f,
+            self.RULE, float(self.C), float(self.margin), out,
+        )  # fmt: skip
+
+    def _served(self) -> tuple[np.ndarray, float]:
+        return self.w, self.b
