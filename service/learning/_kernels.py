@@ -1,7 +1,8 @@
 """Compiled loops shared by every linear learner: sparse margins and dot products.
 
-Each algorithm keeps its own update kernel in its own module; what lives here is what
-every one of them (and the serving path) needs: ``w·x + b`` over a whole CSR batch.
+Each algorithm keeps its update kernel in its own module (the perceptron, MIRA and the PA
+family share one, in ``_additive.py``); what lives here is what every one of them (and the
+serving path) needs: ``w·x + b`` over a whole CSR batch.
 Kernels take plain arrays (``indptr`` int64, ``indices`` int32, ``data`` float64) so
 numba compiles them once per dtype signature and caches the machine code on disk.
 """
