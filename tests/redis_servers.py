@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 REDIS_SERVER = shutil.which("redis-server") or "redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "redis-cli"
@@ -66,8 +67,34 @@ def _ping(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+class _Managed:
+    """``with`` support for a started process group: start on enter (cleaning up if that
+    fails half-way), clean up on exit."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.cleanup()
+
+
 @dataclass
-class RedisServer:
+class RedisServer(_Managed):
     """One private ``redis-server`` on a loopback port, restartable on the same port and data.
 
     ``stop(signal.SIGKILL)`` then ``start()`` is a crash and recovery: the server reloads its
@@ -205,24 +232,9 @@ class RedisServer:
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> RedisServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.cleanup()
-
 
 @dataclass
-class RedisCluster:
+class RedisCluster(_Managed):
     """A local Redis Cluster of ``masters`` masters and no replicas, slots spread evenly."""
 
     masters: int = 3
@@ -284,21 +296,6 @@ class RedisCluster:
         for node in self.nodes:
             node.cleanup()
         self.nodes.clear()
-
-    def __enter__(self) -> RedisCluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.cleanup()
-            raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.cleanup()
 
 
 @contextlib.contextmanager
