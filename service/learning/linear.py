@@ -321,16 +321,32 @@ class Learner:
                     f"label must be a class index in [0, {self.n_classes}), got y[{i}] = {int(y[i])}"
                 )
 
-    def learn(self, batch: Batch) -> np.ndarray:
+    def learn(self, batch: Batch, *, margins: np.ndarray | None = None) -> np.ndarray:
         """Progressive learning: for each row in order, predict as served, then learn.
 
-        Returns the mistake flags (bool, shape (n,)). The batch is not modified.
+        Returns the mistake flags (bool, shape (n,)). The batch is not modified. When
+        ``margins`` is given (float64, shape (n,) binary or (n, K) multi-class) it is filled
+        with each row's served margin just before that row is learned.
         """
         self._check_batch(batch, labels=True)
         out = np.zeros(batch.n, dtype=np.bool_)
         if batch.n:
-            self._learn(_normalised(batch), out)
+            b = _normalised(batch)
+            if margins is None:
+                self._learn(b, out)
+            else:
+                # interim: row by row; the kernels will fill margins in their own pass
+                for i in range(b.n):
+                    row = b.row(i)
+                    margins[i] = self.decision(row)[0]
+                    self._learn(row, out[i : i + 1])
         return out
+
+    def learn_scored(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """``(mistakes, margins)``: :meth:`learn` with the served margins of every row."""
+        shape = (batch.n,) if not self.multiclass else (batch.n, self.n_classes)
+        margins = np.empty(shape, dtype=np.float64)
+        return self.learn(batch, margins=margins), margins
 
     def decision(self, batch: Batch) -> np.ndarray:
         """Served margins: shape (n,) binary, (n, K) multi-class."""
