@@ -87,6 +87,8 @@ class StoreBase:
         self._release = reg(scripts.RELEASE)
         self._commit = reg(scripts.COMMIT)
         self._rollback = reg(scripts.ROLLBACK)
+        self._load_state = reg(scripts.LOAD_STATE)
+        self._get_version = reg(scripts.GET_VERSION)
         self._pin = reg(scripts.PIN)
         self._unpin = reg(scripts.UNPIN)
 

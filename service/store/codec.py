@@ -29,6 +29,34 @@ State blob (format 1)::
 Scalars keep their kind: ``i`` int, ``f`` float (as ``float.hex`` so inf/nan round-trip),
 ``b`` bool, ``s`` str, ``n`` None.
 
+Sparse state blob (format 2): what the state chains and versions store (docs/pipeline.md,
+"Redis layout"). Arrays with a *feature axis* (given by :func:`feature_axes`: the ``dim``
+axis of a learner's weight arrays) are stored by feature rows: only the rows listed, the
+others being zero (a *full* blob) or unchanged (a *delta* blob, applied on top of the blob
+before it in a chain); every other array and every scalar is stored whole, in every blob::
+
+    byte 0       0x02
+    byte 1       flags: 1 = delta (else full)
+    bytes 2..7   padding
+    bytes 8..15  header length h (uint64)
+    then         header: orjson {"scalars": {...} as format 1, "arrays": [[name, dtype, shape,
+                 axis], ...] (axis -1 = stored whole), "rows": r, "raw": bytes before zlib}
+    then         zlib(rows as uint32 gaps (the first row, then differences) · per array in
+                 header order: the selected rows (``np.take(a, rows, axis)``) or the whole
+                 array, raw little-endian)
+
+A row is "zero" only when every bit of it is zero (``-0.0`` and NaN are kept), so decoding
+a chain is exact to the bit. :func:`decode_chain` reads a chain: a full blob (format 1 or
+2) followed by deltas.
+
+>>> w = np.zeros(8); w[[1, 5]] = [0.5, -0.0]
+>>> full = encode_sparse({"w": w, "t": 3}, {"w": 0})
+>>> w[2] = 7.0
+>>> delta = encode_sparse({"w": w, "t": 4}, {"w": 0}, rows=np.array([2]))
+>>> s = decode_chain([full, delta])
+>>> s["w"].tolist(), s["t"], is_full_blob(full), is_full_blob(delta)
+([0.0, 0.5, 7.0, 0.0, 0.0, -0.0, 0.0, 0.0], 4, True, False)
+
 >>> import numpy as np
 >>> s = decode_state(encode_state({"w": np.arange(3.0), "t": 7, "eta": 0.5}))
 >>> s["w"].tolist(), s["t"], s["eta"]
@@ -38,6 +66,7 @@ Scalars keep their kind: ``i`` int, ``f`` float (as ``float.hex`` so inf/nan rou
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,9 +78,12 @@ from service.learning.features import Batch
 
 BATCH_FORMAT = 1
 STATE_FORMAT = 1
+SPARSE_FORMAT = 2
+SPARSE_DELTA = 1
 _BATCH_HEAD = struct.Struct("<BB6xQQQ")
 DATA_F32, INDICES_U16 = 1, 2
 _STATE_HEAD = struct.Struct("<B7xQ")
+_SPARSE_HEAD = struct.Struct("<BB6xQ")
 
 StateValue = Any  # np.ndarray | int | float | bool | str | None
 
@@ -225,3 +257,174 @@ def decode_state(payload: bytes | bytearray | memoryview) -> dict[str, StateValu
         raise
     except Exception as e:
         raise DecodeError(f"cannot decode state: {e}") from e
+
+
+# --- sparse states (format 2) ------------------------------------------------------------
+
+
+def feature_axes(state: Mapping[str, StateValue], dim: int, multiclass: bool) -> dict[str, int]:
+    """The feature axis of each array of a learner's state (or serving weights) of ``dim``.
+
+    Binary learners keep arrays of shape ``(dim,)`` or ``(dim, c)`` (axis 0); multi-class ones
+    ``(K, dim)`` (axis 1). Arrays of any other shape (a bias per class…) are stored whole.
+    """
+    axes: dict[str, int] = {}
+    for name, value in state.items():
+        if not isinstance(value, np.ndarray) or value.ndim == 0:
+            continue
+        if multiclass:
+            if value.ndim == 2 and value.shape[1] == dim:
+                axes[name] = 1
+        elif value.shape[0] == dim:
+            axes[name] = 0
+    return axes
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """The array viewed as unsigned integers of its item size (exact zero test: -0.0 != 0)."""
+    a = np.ascontiguousarray(a)
+    size = a.dtype.itemsize
+    if a.dtype.kind in "fiub" and size in (1, 2, 4, 8):
+        return a.view(f"<u{size}")
+    return a.view(np.uint8)
+
+
+def nonzero_rows(state: Mapping[str, StateValue], axes: Mapping[str, int]) -> np.ndarray:
+    """Sorted feature rows where any array of ``axes`` has a bit set (int64)."""
+    mask: np.ndarray | None = None
+    for name, axis in axes.items():
+        arr = state[name]
+        bits = _bits(arr) != 0
+        if bits.ndim > 1:
+            bits = bits.any(axis=tuple(i for i in range(bits.ndim) if i != axis))
+        mask = bits if mask is None else (mask | bits)
+    if mask is None:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(mask)
+
+
+def encode_sparse(
+    state: Mapping[str, StateValue],
+    axes: Mapping[str, int],
+    rows: np.ndarray | None = None,
+    *,
+    level: int = 1,
+) -> bytes:
+    """Encode ``state`` as a format-2 blob: full (``rows`` None: every non-zero feature row)
+    or a delta holding only ``rows`` (sorted or not, duplicates allowed) of the arrays with a
+    feature axis. The other arrays and the scalars are always stored whole."""
+    delta = rows is not None
+    if rows is None:
+        picked = nonzero_rows(state, axes)
+    else:
+        picked = np.unique(np.asarray(rows, dtype=np.int64))
+    gaps = np.diff(picked, prepend=0).astype("<u4") if picked.size else np.zeros(0, "<u4")
+    scalars: dict[str, list[Any]] = {}
+    arrays: list[list[Any]] = []
+    chunks: list[bytes] = [gaps.tobytes()]
+    for name, value in state.items():
+        if not isinstance(name, str):
+            raise TypeError(f"state keys must be strings, got {name!r}")
+        if not isinstance(value, np.ndarray):
+            scalars[name] = _scalar(name, value)
+            continue
+        if value.dtype.hasobject:
+            raise TypeError(f"state field {name!r} is an object array")
+        dtype = value.dtype.newbyteorder("<") if value.dtype.byteorder == ">" else value.dtype
+        axis = axes.get(name, -1)
+        part = np.take(value, picked, axis=axis) if axis >= 0 else value
+        chunks.append(np.ascontiguousarray(part, dtype=dtype).tobytes())
+        arrays.append([name, dtype.str, list(value.shape), axis])
+    raw = b"".join(chunks)
+    header = orjson.dumps(
+        {"scalars": scalars, "arrays": arrays, "rows": int(picked.size), "raw": len(raw)}
+    )
+    return b"".join(
+        [
+            _SPARSE_HEAD.pack(SPARSE_FORMAT, SPARSE_DELTA if delta else 0, len(header)),
+            header,
+            b"\0" * _pad(len(header)),
+            zlib.compress(raw, level),
+        ]
+    )
+
+
+def is_full_blob(payload: bytes | bytearray | memoryview) -> bool:
+    """Whether a state blob stands alone (format 1, or format 2 without the delta flag)."""
+    return bool(len(payload) >= 2 and (payload[0] == STATE_FORMAT or not payload[1] & SPARSE_DELTA))
+
+
+def _apply_sparse(buf: bytes, out: dict[str, StateValue] | None) -> dict[str, StateValue]:
+    fmt, flags, hlen = _SPARSE_HEAD.unpack_from(buf, 0)
+    if fmt != SPARSE_FORMAT or flags & ~SPARSE_DELTA:
+        raise ValueError(f"unknown sparse state format {fmt}/{flags}")
+    delta = bool(flags & SPARSE_DELTA)
+    if delta and out is None:
+        raise ValueError("a chain must start with a full state")
+    start = _SPARSE_HEAD.size
+    if start + hlen > len(buf):
+        raise ValueError("truncated state header")
+    header = orjson.loads(buf[start : start + hlen])
+    raw = zlib.decompress(buf[start + hlen + _pad(hlen) :])
+    if len(raw) != header["raw"]:
+        raise ValueError("sparse state body does not match its header")
+    n = int(header["rows"])
+    rows = np.cumsum(np.frombuffer(raw, dtype="<u4", count=n), dtype=np.int64)
+    off = 4 * n
+    state: dict[str, StateValue] = {} if out is None else out
+    for name, (kind, value) in header["scalars"].items():
+        state[name] = _unscalar(kind, value)
+    for name, dtype_str, shape, axis in header["arrays"]:
+        dtype = np.dtype(dtype_str)
+        part_shape = list(shape)
+        if axis >= 0:
+            part_shape[axis] = n
+        count = int(np.prod(part_shape, dtype=np.int64)) if part_shape else 1
+        nbytes = count * dtype.itemsize
+        if off + nbytes > len(raw):
+            raise ValueError(f"array {name!r} does not fit the payload")
+        part = np.frombuffer(raw, dtype=dtype, count=count, offset=off).reshape(part_shape)
+        off += nbytes
+        if axis < 0:
+            state[name] = part.copy()
+            continue
+        cur = state.get(name) if delta else None
+        if not isinstance(cur, np.ndarray) or list(cur.shape) != list(shape):
+            if delta:
+                raise ValueError(f"delta array {name!r} does not match the state before it")
+            cur = np.zeros(shape, dtype=dtype)
+            state[name] = cur
+        if n and int(rows[-1]) >= shape[axis]:
+            raise ValueError(f"array {name!r} has a row out of range")
+        index: list[Any] = [slice(None)] * len(shape)
+        index[axis] = rows
+        cur[tuple(index)] = part
+    if off != len(raw):
+        raise ValueError(f"sparse state length {len(raw)} does not match its header")
+    return state
+
+
+def decode_chain(blobs: Sequence[bytes | bytearray | memoryview]) -> dict[str, StateValue]:
+    """Decode a chain: a full state blob (format 1 or 2) then format-2 deltas, in order.
+
+    Raises :class:`DecodeError` on anything malformed (and on an empty chain)."""
+    try:
+        if not blobs:
+            raise ValueError("empty chain")
+        state: dict[str, StateValue] | None = None
+        for i, blob in enumerate(blobs):
+            buf = bytes(blob)
+            if not buf:
+                raise ValueError(f"blob {i} of the chain is missing")
+            if buf[0] == STATE_FORMAT:
+                if i:
+                    raise ValueError("a format-1 state can only start a chain")
+                state = decode_state(buf)
+            else:
+                state = _apply_sparse(buf, state)
+        assert state is not None
+        return state
+    except DecodeError:
+        raise
+    except Exception as e:
+        raise DecodeError(f"cannot decode state chain: {e}") from e

@@ -72,12 +72,19 @@ class Keys:
         return self._m(m, "examples")
 
     def state(self, m: str) -> str:
-        """Hash: learner state blob, counters, ``cursor`` and ``applied`` (see pipeline.md)."""
+        """Hash: the learner state's ``chain`` (blob numbers), counters, ``cursor``,
+        ``applied`` (see pipeline.md, "Redis layout")."""
         return self._m(m, "state")
 
     def version(self, m: str, n: int) -> str:
-        """Hash: immutable version ``n`` (``meta`` JSON, ``state`` and ``serving`` blobs)."""
+        """Hash: immutable version ``n``: metadata and its ``chain``/``schain`` (state and
+        serving blob numbers); format-1 versions hold ``state`` and ``serving`` blobs."""
         return self._m(m, f"v:{int(n)}")
+
+    def blobs(self, m: str) -> str:
+        """Hash: blob number → immutable state blob (full or delta), shared by the state and
+        the versions whose chains name it; unreferenced blobs are removed by the scripts."""
+        return self._m(m, "blobs")
 
     def version_base(self, m: str) -> str:
         """The prefix of every version key, for the Lua scripts that build ``v:{n}``."""
@@ -158,6 +165,7 @@ class Keys:
             self.spec(m),
             self.examples(m),
             self.state(m),
+            self.blobs(m),
             self.versions(m),
             self.head(m),
             self.lease(m),

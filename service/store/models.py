@@ -20,7 +20,7 @@ import orjson
 from service.errors import CommitConflict, LeaseLost, ModelNotFound, SpecConflict
 from service.settings import Settings
 from service.store.base import guarded, next_id, text
-from service.store.codec import StateValue, decode_state, encode_state
+from service.store.codec import StateValue, decode_chain, decode_state, encode_sparse
 from service.store.connection import connect
 from service.store.keys import Keys, validate_model_name
 from service.store.streams import StreamOps
@@ -43,6 +43,20 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class StateBlob:
+    """An encoded state for :meth:`Store.commit`: a format-2 blob (``codec.encode_sparse``)
+    that is either ``full`` (it starts a new chain) or a delta on top of the stored chain."""
+
+    data: bytes
+    full: bool
+
+    @classmethod
+    def of(cls, state: Mapping[str, StateValue]) -> StateBlob:
+        """A full blob of a state dict, every array stored whole (no feature axis known)."""
+        return cls(encode_sparse(state, {}), True)
+
+
+@dataclass(frozen=True, slots=True)
 class CommittedState:
     """What the last commit left: the learner state (None before the first), counters, cursor."""
 
@@ -53,6 +67,8 @@ class CommittedState:
     updates: int
     applied: int  # stream examples consumed (learned or dead-lettered); lag = appended − this
     updated_at: int | None  # ms, server clock
+    chain: tuple[int, ...] = ()  # bytes of each blob of the state's chain (full one first);
+    # empty when the state is absent or in format 1 (then the next commit must be full)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,19 +228,24 @@ class Store(StreamOps, VersionOps):
     # --- state and commit ----------------------------------------------------------------
     @guarded
     async def load_state(self, m: str) -> CommittedState:
-        """The committed state of ``m`` (what a worker loads when it takes the lease)."""
-        fields = ["blob", "cursor", "examples_seen", "mistakes", "updates", "applied", "updated_at"]
-        blob, cursor, seen, mistakes, updates, applied, updated = await self.client.hmget(
-            self.keys.state(m), fields
-        )
+        """The committed state of ``m`` (what a worker loads when it takes the lease): the
+        state hash and the blobs of its chain, read in one script (a consistent snapshot)."""
+        reply = await self._load_state(keys=[self.keys.state(m), self.keys.blobs(m)])
+        cursor, seen, mistakes, updates, applied, updated, blob, chain, *blobs = reply
+        state: dict[str, StateValue] | None = None
+        if chain:
+            state = decode_chain(blobs)
+        elif blob:
+            state = decode_state(blob)
         return CommittedState(
-            state=decode_state(blob) if blob else None,
+            state=state,
             cursor=text(cursor) or "0-0",
             examples_seen=int(seen or 0),
             mistakes=int(mistakes or 0),
             updates=int(updates or 0),
             applied=int(applied or 0),
             updated_at=int(updated) if updated else None,
+            chain=tuple(len(b) for b in blobs) if chain else (),
         )
 
     @guarded
@@ -239,21 +260,29 @@ class Store(StreamOps, VersionOps):
         *,
         expected_cursor: str,
         cursor: str,
-        state: Mapping[str, StateValue],
+        state: StateBlob | Mapping[str, StateValue] | None,
         counters: Mapping[str, Any],
         applied: int,
         dead: Sequence[DeadLetter] = (),
         history: bool = False,
-        serving: Mapping[str, StateValue] | None = None,
+        serving: StateBlob | Mapping[str, StateValue] | None = None,
     ) -> CommitResult:
         """Atomically write state + counters + cursor, acknowledge (trim) the applied entries,
         record dead letters, a history point if asked, and publish a version if ``serving``
         is given. :class:`LeaseLost` / :class:`CommitConflict` when refused — then nothing
-        was written."""
+        was written.
+
+        ``state`` is a :class:`StateBlob` (full, or a delta on the stored chain), a state
+        dict (stored as a full blob) or None (the learner state did not change: the chain is
+        kept). ``serving`` likewise; a delta serving blob applies to the serving weights of
+        the last version published from this state. A delta with nothing to apply it to
+        raises :class:`CommitConflict` (``field="chain"``); nothing was written."""
         m, k = lease.model, self.keys
         dead_args: list[Any] = []
         for d in dead:
             dead_args += [d.entry_id, d.reason, d.payload]
+        blob = StateBlob.of(state) if isinstance(state, Mapping) else state
+        served = StateBlob.of(serving) if isinstance(serving, Mapping) else serving
         reply = await self._commit(
             keys=[
                 k.lease(m),
@@ -267,20 +296,21 @@ class Store(StreamOps, VersionOps):
                 k.pins(m),
                 k.head_pin(m),
                 k.epoch(m),
+                k.blobs(m),
             ],
             args=[
                 lease.token,
                 expected_cursor,
                 cursor,
-                encode_state(state),
+                blob.data if blob is not None else b"",
                 int(counters.get("examples_seen", 0)),
                 int(counters.get("mistakes", 0)),
                 int(counters.get("updates", 0)),
                 int(applied),
                 next_id(cursor) if cursor != "0-0" else "",
                 "1" if history else "0",
-                "1" if serving is not None else "0",
-                encode_state(serving) if serving is not None else b"",
+                "1" if served is not None else "0",
+                served.data if served is not None else b"",
                 self.settings.keep_versions,
                 k.events(m),
                 k.version_base(m),
@@ -288,6 +318,8 @@ class Store(StreamOps, VersionOps):
                 DEAD_MAXLEN,
                 lease.epoch,
                 self.settings.lease_ttl_ms,
+                "same" if blob is None else "full" if blob.full else "delta",
+                "full" if served is None or served.full else "delta",
                 len(dead),
                 *dead_args,
             ],
@@ -300,6 +332,11 @@ class Store(StreamOps, VersionOps):
         if kind == "conflict":
             raise CommitConflict(
                 f"cursor of {m!r} is {text(reply[1])}, not {expected_cursor}", field="cursor"
+            )
+        if kind == "nochain":
+            raise CommitConflict(
+                f"model {m!r} has no stored {text(reply[1])} chain to apply a delta to",
+                field="chain",
             )
         ver = int(text(reply[1]) or 0)
         return CommitResult(ver or None, int(text(reply[2]) or 0))

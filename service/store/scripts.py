@@ -155,11 +155,11 @@ return 0
 
 _PUBLISH = """
 local function publish(versions, seq, head, head_pin, pins, base, keep, channel, now,
-                       cursor, seen, mistakes, updates, source, state, serving)
+                       cursor, seen, mistakes, updates, source, fields)
   local ver = redis.call('INCR', seq)
   redis.call('HSET', base .. ver, 'number', ver, 'time', now, 'cursor', cursor,
     'examples_seen', seen, 'mistakes', mistakes, 'updates', updates, 'source', source,
-    'state', state, 'serving', serving)
+    unpack(fields))
   redis.call('ZADD', versions, ver, ver)
   if redis.call('EXISTS', head_pin) == 0 then redis.call('SET', head, ver) end
   retain(versions, pins, head, base, keep)
@@ -169,18 +169,59 @@ local function publish(versions, seq, head, head_pin, pins, base, keep, channel,
 end
 """
 
+# Blobs are shared: the state's chain and every retained version's chains name them. Remove
+# the ones no chain names any more (after a full state, a publish with retention, rollback).
+_GC = """
+local function gc(state, blobs, versions, base)
+  local keep = {}
+  local function mark(s)
+    if s then for x in string.gmatch(s, '[^,]+') do keep[x] = true end end
+  end
+  local st = redis.call('HMGET', state, 'chain', 'schain')
+  mark(st[1])
+  mark(st[2])
+  for _, v in ipairs(redis.call('ZRANGE', versions, 0, -1)) do
+    local c = redis.call('HMGET', base .. v, 'chain', 'schain')
+    mark(c[1])
+    mark(c[2])
+  end
+  local drop = {}
+  for _, f in ipairs(redis.call('HKEYS', blobs)) do
+    if not keep[f] then drop[#drop + 1] = f end
+  end
+  for i = 1, #drop, 1000 do
+    redis.call('HDEL', blobs, unpack(drop, i, math.min(i + 999, #drop)))
+  end
+end
+"""
+
+# Append one blob to a chain ('full' starts a new chain); returns the new chain string.
+_ADD_BLOB = """
+local function add_blob(state, blobs, chain, kind, blob)
+  local n = redis.call('HINCRBY', state, 'bseq', 1)
+  redis.call('HSET', blobs, n, blob)
+  if kind == 'full' then return tostring(n) end
+  return chain .. ',' .. n
+end
+"""
+
 COMMIT = (
     _NOW
     + _RETAIN
     + _PUBLISH
+    + _GC
+    + _ADD_BLOB
     + """
 -- KEYS: 1 lease, 2 state, 3 examples, 4 history, 5 dead, 6 versions, 7 head, 8 vseq,
---       9 pins, 10 headpin, 11 epoch
+--       9 pins, 10 headpin, 11 epoch, 12 blobs
 -- ARGV: 1 token, 2 expected cursor, 3 new cursor, 4 state blob, 5 examples_seen,
 --       6 mistakes, 7 updates, 8 applied delta, 9 trim min-id ('' = none),
 --       10 history point ('1'/'0'), 11 publish ('1'/'0'), 12 serving blob,
 --       13 keep versions, 14 events channel, 15 version base, 16 history maxlen,
---       17 dead maxlen, 18 the writer's epoch, 19 lease ttl ms, 20 n dead,
+--       17 dead maxlen, 18 the writer's epoch, 19 lease ttl ms,
+--       20 state blob kind: 'full' (starts a chain), 'delta' (on top of the stored chain)
+--          or 'same' (no new blob), 21 serving blob kind: 'full' or 'delta' (on top of
+--          the serving chain of the last version published from this state), 22 n dead,
 --       then (entry id, reason, payload) per dead entry
 -- The writer is fenced by the epoch: the lease must hold its token, or have expired with
 -- nobody taking it since (epoch unchanged) — then the commit re-takes it.
@@ -189,17 +230,28 @@ if tok ~= ARGV[1] then
   if tok or redis.call('GET', KEYS[11]) ~= ARGV[18] then
     return {'lease', tok or ''}
   end
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[19])
 end
 local cur = redis.call('HGET', KEYS[2], 'cursor') or '0-0'
 if cur ~= ARGV[2] then return {'conflict', cur} end
+local chain = redis.call('HGET', KEYS[2], 'chain')
+if ARGV[20] ~= 'full' and not chain then return {'nochain', 'state'} end
+local publishing = ARGV[11] == '1'
+local schain = redis.call('HGET', KEYS[2], 'schain')
+if publishing and ARGV[21] ~= 'full' and not schain then return {'nochain', 'serving'} end
+if tok ~= ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[19]) end
 local now = now_ms()
-redis.call('HSET', KEYS[2], 'blob', ARGV[4], 'cursor', ARGV[3], 'examples_seen', ARGV[5],
+local collect = false
+if ARGV[20] ~= 'same' then
+  collect = ARGV[20] == 'full' and chain ~= false
+  chain = add_blob(KEYS[2], KEYS[12], chain, ARGV[20], ARGV[4])
+end
+redis.call('HSET', KEYS[2], 'chain', chain, 'cursor', ARGV[3], 'examples_seen', ARGV[5],
   'mistakes', ARGV[6], 'updates', ARGV[7], 'updated_at', now)
+redis.call('HDEL', KEYS[2], 'blob')
 redis.call('HINCRBY', KEYS[2], 'applied', ARGV[8])
-local nd = tonumber(ARGV[20])
+local nd = tonumber(ARGV[22])
 for i = 0, nd - 1 do
-  local b = 21 + 3 * i
+  local b = 23 + 3 * i
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[17], '*', 'entry', ARGV[b],
     'reason', ARGV[b + 1], 'payload', ARGV[b + 2])
 end
@@ -209,38 +261,99 @@ if ARGV[10] == '1' then
     'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now)
 end
 local ver = 0
-if ARGV[11] == '1' then
+if publishing then
+  schain = add_blob(KEYS[2], KEYS[12], schain, ARGV[21], ARGV[12])
+  redis.call('HSET', KEYS[2], 'schain', schain)
   ver = publish(KEYS[6], KEYS[8], KEYS[7], KEYS[10], KEYS[9], ARGV[15], tonumber(ARGV[13]),
-    ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker', ARGV[4], ARGV[12])
+    ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker',
+    {'chain', chain, 'schain', schain})
+  collect = true
 end
+if collect then gc(KEYS[2], KEYS[12], KEYS[6], ARGV[15]) end
 return {'ok', tostring(ver), tostring(now)}
 """
 )
+
+# Read-only: a consistent snapshot of the state hash and the blobs its chain names.
+LOAD_STATE = """
+-- KEYS: state, blobs
+-- Reply: cursor, examples_seen, mistakes, updates, applied, updated_at, format-1 blob,
+--        chain, then the chain's blobs in order (false where one is missing)
+local f = redis.call('HMGET', KEYS[1], 'cursor', 'examples_seen', 'mistakes', 'updates',
+  'applied', 'updated_at', 'blob', 'chain')
+local out = {f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]}
+if f[8] then
+  for x in string.gmatch(f[8], '[^,]+') do out[#out + 1] = redis.call('HGET', KEYS[2], x) end
+end
+return out
+"""
+
+# Read-only: a version's metadata and the blobs of its serving (and, asked, state) chains.
+GET_VERSION = """
+-- KEYS: version, blobs, head, pins   ARGV: number, with state ('1'/'0')
+-- Reply: {} if absent, else number, time, cursor, examples_seen, mistakes, updates, source,
+--        head, pinned, n serving blobs, the serving blobs, n state blobs, the state blobs
+local v = redis.call('HMGET', KEYS[1], 'number', 'time', 'cursor', 'examples_seen',
+  'mistakes', 'updates', 'source', 'chain', 'schain')
+if not v[1] then return {} end
+local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7], redis.call('GET', KEYS[3]) or '',
+  redis.call('SISMEMBER', KEYS[4], ARGV[1])}
+local function blobs(chain, legacy)
+  if not chain then
+    out[#out + 1] = 1
+    out[#out + 1] = redis.call('HGET', KEYS[1], legacy)
+    return
+  end
+  local got = {}
+  for x in string.gmatch(chain, '[^,]+') do got[#got + 1] = redis.call('HGET', KEYS[2], x) end
+  out[#out + 1] = #got
+  for _, b in ipairs(got) do out[#out + 1] = b end
+end
+blobs(v[9], 'serving')
+if ARGV[2] == '1' then blobs(v[8], 'state') else out[#out + 1] = 0 end
+return out
+"""
 
 ROLLBACK = (
     _NOW
     + _RETAIN
     + _PUBLISH
+    + _GC
     + """
--- KEYS: 1 lease, 2 state, 3 epoch, 4 versions, 5 head, 6 vseq, 7 pins, 8 headpin, 9 history
+-- KEYS: 1 lease, 2 state, 3 epoch, 4 versions, 5 head, 6 vseq, 7 pins, 8 headpin, 9 history,
+--       10 blobs
 -- ARGV: 1 target version, 2 version base, 3 keep, 4 events channel, 5 history maxlen
 -- A new version equal to the target; the learner state reset to it (the cursor stays:
 -- later updates are discarded, not replayed); the lease holder is fenced (lease deleted,
--- epoch bumped) so its in-flight commit is refused and it reloads.
+-- epoch bumped) so its in-flight commit is refused and it reloads. Blobs are immutable, so
+-- the state and the new version simply name the target's chains (a format-1 target's
+-- blobs are copied, as before).
 local src = ARGV[2] .. ARGV[1]
 if redis.call('EXISTS', src) == 0 then return {'noversion'} end
-local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates')
+local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates',
+  'chain', 'schain')
 redis.call('DEL', KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('DEL', KEYS[8])
 local cur = redis.call('HGET', KEYS[2], 'cursor') or '0-0'
 local now = now_ms()
-redis.call('HSET', KEYS[2], 'blob', f[1], 'cursor', cur, 'examples_seen', f[3],
+local fields
+if f[6] then
+  fields = {'chain', f[6], 'schain', f[7]}
+  redis.call('HDEL', KEYS[2], 'blob')
+else
+  fields = {'state', f[1], 'serving', f[2]}
+  redis.call('HDEL', KEYS[2], 'chain', 'schain')
+  redis.call('HSET', KEYS[2], 'blob', f[1])
+end
+if f[6] then redis.call('HSET', KEYS[2], 'chain', f[6], 'schain', f[7]) end
+redis.call('HSET', KEYS[2], 'cursor', cur, 'examples_seen', f[3],
   'mistakes', f[4], 'updates', f[5], 'updated_at', now)
 redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', 'examples_seen', f[3],
   'mistakes', f[4], 'updates', f[5], 'time', now, 'event', 'rollback:' .. ARGV[1])
 local ver = publish(KEYS[4], KEYS[6], KEYS[5], KEYS[8], KEYS[7], ARGV[2], tonumber(ARGV[3]),
-  ARGV[4], now, cur, f[3], f[4], f[5], 'rollback:' .. ARGV[1], f[1], f[2])
+  ARGV[4], now, cur, f[3], f[4], f[5], 'rollback:' .. ARGV[1], fields)
+gc(KEYS[2], KEYS[10], KEYS[4], ARGV[2])
 return {'ok', tostring(ver)}
 """
 )

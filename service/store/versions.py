@@ -2,8 +2,11 @@
 
 A version ``sl:{m}:v:{n}`` is a hash written once by the commit (or rollback) script:
 ``number``, ``time`` (ms), ``cursor``, ``examples_seen``, ``mistakes``, ``updates``,
-``source`` (``worker`` or ``rollback:k``), ``state`` (the FULL learner state blob, so a
-rollback can reset the learner) and ``serving`` (the served weights, what the API loads).
+``source`` (``worker`` or ``rollback:k``), ``chain`` (the blobs of ``sl:{m}:blobs`` that
+make its FULL learner state, so a rollback can reset the learner) and ``schain`` (those of
+its served weights, what the API loads). Blobs are immutable and shared with the state and
+the other versions (docs/pipeline.md, "Redis layout"). Versions written before format 2
+hold the ``state`` and ``serving`` blobs themselves; both kinds are read.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from service.errors import ModelNotFound, VersionNotFound
 from service.store.base import StoreBase, guarded, text
-from service.store.codec import StateValue, decode_state
+from service.store.codec import StateValue, decode_chain
 
 _META = ("number", "time", "cursor", "examples_seen", "mistakes", "updates", "source")
 
@@ -99,19 +102,20 @@ class VersionOps(StoreBase):
             n = await self.head(m)
             if n is None:
                 raise VersionNotFound(f"model {m!r} has no version yet", field="version")
-        fields = [*_META, "serving"] + (["state"] if with_state else [])
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hmget(k.version(m, n), fields)
-        pipe.get(k.head(m))
-        pipe.sismember(k.pins(m), str(n))
-        vals, head, pinned = await pipe.execute()
-        if vals[0] is None:
-            raise VersionNotFound(f"model {m!r} has no version {n}", field="version")
-        info = _info(
-            vals[: len(_META)], pinned=bool(pinned), head=head is not None and int(head) == n
+        reply = await self._get_version(
+            keys=[k.version(m, n), k.blobs(m), k.head(m), k.pins(m)],
+            args=[int(n), "1" if with_state else "0"],
         )
-        serving = decode_state(vals[len(_META)])
-        state = decode_state(vals[len(_META) + 1]) if with_state else None
+        if not reply:
+            raise VersionNotFound(f"model {m!r} has no version {n}", field="version")
+        meta, head, pinned = reply[: len(_META)], text(reply[len(_META)]), reply[len(_META) + 1]
+        info = _info(meta, pinned=bool(int(pinned)), head=bool(head) and int(head or 0) == n)
+        at = len(_META) + 2
+        ns = int(reply[at])
+        serving = decode_chain(reply[at + 1 : at + 1 + ns])
+        at += 1 + ns
+        nt = int(reply[at])
+        state = decode_chain(reply[at + 1 : at + 1 + nt]) if with_state else None
         return Version(info, serving, state)
 
     @guarded
@@ -156,6 +160,7 @@ class VersionOps(StoreBase):
                 k.pins(m),
                 k.head_pin(m),
                 k.history(m),
+                k.blobs(m),
             ],
             args=[
                 int(n),
