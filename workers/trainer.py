@@ -12,6 +12,9 @@ One :class:`Worker` serves every model whose lease it holds. :meth:`Worker.run` 
 4. commit every ``commit_ms`` / ``commit_examples``, and publish a version (in the same
    atomic step) every ``publish_ms`` / ``publish_examples`` — and at once when a read finds
    nothing new (the streams are drained), so the last entry of a burst is served promptly.
+   A commit writes only the feature rows learned since the last one (a delta blob on the
+   stored chain) and a version only the served rows changed since the last version; a full
+   (sparse) blob starts a new chain when the deltas outweigh it (see :func:`_plan`).
 
 A refused commit (:class:`LeaseLost`, :class:`CommitConflict`) means someone else owns the
 model now, or its state was reset (rollback): the in-memory learner is dropped and the
@@ -33,6 +36,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from service.errors import (
     CommitConflict,
     DecodeError,
@@ -42,15 +47,46 @@ from service.errors import (
     StoreUnavailable,
 )
 from service.settings import Settings
-from service.store import DeadLetter, Lease, Store, StreamEntry
+from service.store import DeadLetter, Lease, StateBlob, Store, StreamEntry
 from service.store.base import parse_id
-from service.store.codec import decode_batch
-from workers.learners import build_learner, check_batch
+from service.store.codec import decode_batch, encode_sparse
+from workers.learners import (
+    SERVING_LOCAL,
+    STATE_LOCAL,
+    axes_of,
+    build_learner,
+    check_batch,
+    serving_view,
+    state_view,
+)
 from workers.reader import Reader
 
 log = logging.getLogger("streamlearn.worker")
 
 DEAD_PAYLOAD_BYTES = 64 * 1024  # a dead letter keeps the head of its entry, not 1 MB of it
+MAX_CHAIN = 32  # blobs in a chain before a full one starts the next (bounds every read)
+DELTA_RATIO = 1.0  # a full blob when the chain's deltas would outweigh its full blob this much
+
+
+def _plan(chain: list[int], delta: bytes | None, full: Any) -> tuple[StateBlob, list[int]]:
+    """The blob to write and the chain sizes after it: ``delta`` on top of ``chain`` while
+    the deltas stay under ``DELTA_RATIO`` × the full blob that starts it (so a chain costs
+    at most about twice a full state, and writes about twice what changed), else
+    ``full()``. An empty ``chain`` (nothing stored to build on) or a None ``delta`` (the
+    rows that changed are unknown) means full."""
+    if (
+        delta is not None
+        and chain
+        and len(chain) < MAX_CHAIN
+        and sum(chain[1:]) + len(delta) <= DELTA_RATIO * chain[0]
+    ):
+        return StateBlob(delta, False), [*chain, len(delta)]
+    data = full()
+    return StateBlob(data, True), [len(data)]
+
+
+def _rows(parts: list[np.ndarray]) -> np.ndarray:
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -70,6 +106,14 @@ class Held:
     last_publish: float = field(default_factory=time.monotonic)
     history_mark: int = 0  # examples_seen // history_every at the last history point
     version: int | None = None  # the last version this worker published for the model
+    # sparse commits: feature rows learned since the last commit / since the last publish,
+    # and the blob sizes of the stored state chain and of the serving chain of our last
+    # version (empty: nothing to build a delta on, the next blob is full)
+    touched: list[np.ndarray] = field(default_factory=list)
+    touched_pub: list[np.ndarray] = field(default_factory=list)
+    chain: list[int] = field(default_factory=list)
+    schain: list[int] = field(default_factory=list)
+    axes: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
 
     @property
     def model(self) -> str:
@@ -163,6 +207,7 @@ class Worker:
                 batch, _ = decode_batch(e.payload)
                 check_batch(batch, learner.dim, learner.n_classes)
                 learner.learn(batch)
+                h.touched.append(batch.indices)
             except (DecodeError, ValueError) as err:
                 reason = f"{type(err).__name__}: {err} ({len(e.payload)} bytes)"
                 h.dead.append(DeadLetter(e.id, reason, e.payload[:DEAD_PAYLOAD_BYTES]))
@@ -200,22 +245,45 @@ class Worker:
         if commit:
             await self._commit(h, publish)
 
+    def _blobs(
+        self, h: Held, publish: bool
+    ) -> tuple[StateBlob | None, list[int], StateBlob | None, list[int], np.ndarray]:
+        """What the commit writes: the state blob (None: unchanged since the last commit),
+        the serving blob when publishing, the chain sizes after them, and the rows learned."""
+        learner, (axes, saxes) = h.learner, h.axes
+        algorithm = learner.name
+        rows = _rows(h.touched)
+        state, chain = None, h.chain
+        if h.touched or not h.chain:
+            view = state_view(learner)
+            delta = encode_sparse(view, axes, rows) if algorithm in STATE_LOCAL else None
+            state, chain = _plan(h.chain, delta, lambda: encode_sparse(view, axes))
+        serving, schain = None, h.schain
+        if publish:
+            served = serving_view(learner)
+            delta = None
+            if algorithm in SERVING_LOCAL and h.schain:
+                delta = encode_sparse(served, saxes, _rows([*h.touched_pub, rows]))
+            serving, schain = _plan(h.schain, delta, lambda: encode_sparse(served, saxes))
+        return state, chain, serving, schain, rows
+
     async def _commit(self, h: Held, publish: bool) -> None:
         learner = h.learner
         counters = learner.counters()
         mark = int(counters["examples_seen"]) // max(1, self.settings.history_every)
         started = time.perf_counter()
+        state, chain, serving, schain, rows = self._blobs(h, publish)
         try:
             result = await self.store.commit(
                 h.lease,
                 expected_cursor=h.committed,
                 cursor=h.position,
-                state=learner.get_state(),
+                state=state,
                 counters=counters,
                 applied=h.applied,
                 dead=h.dead,
                 history=mark != h.history_mark or (publish and h.unpublished > 0),
-                serving=learner.serving().get_state() if publish else None,
+                serving=serving,
             )
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1
@@ -227,6 +295,11 @@ class Worker:
         self.stats["commit_seconds"] += time.perf_counter() - started
         h.committed, h.applied, h.entries, h.dead = h.position, 0, 0, []
         h.last_commit, h.history_mark = now, mark
+        h.chain, h.touched = chain, []
+        if publish:
+            h.schain, h.touched_pub = schain, []
+        elif rows.size:
+            h.touched_pub.append(rows)
         if result.version is not None:
             h.version = result.version
         if publish:
@@ -283,6 +356,8 @@ class Worker:
             committed=committed.cursor,
             position=committed.cursor,
             history_mark=seen // max(1, self.settings.history_every),
+            chain=list(committed.chain),
+            axes=axes_of(learner),
         )
         self.stats["takeovers"] += 1
         log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)

@@ -361,8 +361,9 @@ class Learner:
 
     # ---- state -----------------------------------------------------------------------------------
 
-    def get_state(self) -> State:
-        """Everything needed to continue exactly: counters, scalar slots and copies of arrays."""
+    def get_state(self, *, copy: bool = True) -> State:
+        """Everything needed to continue exactly: counters, scalar slots and copies of arrays
+        (with ``copy=False`` the arrays themselves, for a caller that only reads them now)."""
         state: State = {key: int(self._c[i]) for i, key in enumerate(_COUNTERS)}
         state["max_norm"] = float(self._f[0])
         for key in self._int_slots:
@@ -370,7 +371,7 @@ class Learner:
         for key in self._float_slots:
             state[key] = float(self._f[self._fslot(key)])
         for key in self._arrays:
-            state[key] = getattr(self, key).copy()
+            state[key] = getattr(self, key).copy() if copy else getattr(self, key)
         return state
 
     def set_state(self, state: Mapping[str, Any]) -> None:

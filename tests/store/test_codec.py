@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 
 from service.errors import DecodeError
 from service.learning.features import Batch
-from service.store.codec import decode_batch, decode_state, encode_batch, encode_state
+from service.store.codec import (
+    decode_batch,
+    decode_chain,
+    decode_state,
+    encode_batch,
+    encode_sparse,
+    encode_state,
+    feature_axes,
+    is_full_blob,
+)
 
 
 def same_batch(a: Batch, b: Batch) -> None:
@@ -223,3 +232,90 @@ def test_corrupt_state_raises_decode_error(payload: bytes) -> None:
     with pytest.raises(DecodeError) as info:
         decode_state(payload)
     assert isinstance(info.value.__cause__, Exception)
+
+
+# --- sparse states (format 2) and chains --------------------------------------------------
+
+# Written by today's (format 1) encode_state, before format 2 existed: states and versions
+# stored then must still load.
+FORMAT1_STATE = bytes.fromhex(
+    "010000000000000092000000000000007b227363616c617273223a7b226578616d706c65735f7365656e223a"
+    "5b2269222c335d2c226d697374616b6573223a5b2269222c315d2c2275706461746573223a5b2269222c325d"
+    "2c226d61785f6e6f726d223a5b2266222c223078312e30303030303030303030303030702b30225d7d2c2261"
+    "7272617973223a5b5b2277222c223c6638222c5b335d2c302c32345d5d7d000000000000000000000000e03f"
+    "00000000000000800000000000000040"
+)
+
+
+def test_format1_blob_still_decodes_alone_and_as_a_chain_base() -> None:
+    for got in (decode_state(FORMAT1_STATE), decode_chain([FORMAT1_STATE])):
+        assert got["w"].tolist() == [0.5, -0.0, 2.0] and got["examples_seen"] == 3
+        assert math.copysign(1, got["w"][1]) == -1
+    w = np.array([0.5, -0.0, 2.0])
+    w[2] = 9.0
+    delta = encode_sparse({"examples_seen": 4, "w": w}, {"w": 0}, rows=np.array([2]))
+    chained = decode_chain([FORMAT1_STATE, delta])
+    assert chained["w"].tolist() == [0.5, -0.0, 9.0] and chained["examples_seen"] == 4
+    assert is_full_blob(FORMAT1_STATE) and not is_full_blob(delta)
+
+
+def same_state(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for key, value in want.items():
+        if isinstance(value, np.ndarray):
+            assert got[key].dtype == value.dtype and got[key].shape == value.shape, key
+            assert got[key].tobytes() == value.tobytes(), key
+            assert got[key].flags.writeable
+        else:
+            assert got[key] == value or (value != value and got[key] != got[key]), key
+
+
+def test_sparse_full_keeps_only_nonzero_rows_exactly() -> None:
+    dim = 1 << 16
+    wgs = np.zeros((dim, 3))
+    wgs[[3, 70, 9000], 0] = [1.5, -0.0, np.nan]  # -0.0 and NaN are not zero
+    wgs[65535, 2] = 1e-300
+    state = {"wgs": wgs, "b": -0.0, "t": 7, "link": "sigmoid", "small": np.arange(3.0)}
+    axes = feature_axes(state, dim, multiclass=False)
+    assert axes == {"wgs": 0}
+    blob = encode_sparse(state, axes)
+    assert len(blob) < 1_000  # 4 rows, not 1.5 MB
+    got = decode_chain([blob])
+    same_state(got, state)
+    assert math.copysign(1, got["b"]) == -1
+
+
+def test_multiclass_feature_axis_and_deltas_replay_exactly() -> None:
+    rng = np.random.default_rng(1)
+    dim, k = 500, 3
+    W, b = np.zeros((k, dim)), np.zeros(k)
+    state = {"W": W, "b": b, "examples_seen": 0}
+    axes = feature_axes(state, dim, multiclass=True)
+    assert axes == {"W": 1}  # the per-class bias (K,) is stored whole
+    chain = [encode_sparse(state, axes)]
+    for step in range(1, 30):
+        rows = rng.choice(dim, size=rng.integers(0, 12), replace=False)
+        W[:, rows] += rng.standard_normal((k, rows.size))
+        b += 1.0
+        state["examples_seen"] = step
+        chain.append(encode_sparse(state, axes, rows=np.concatenate([rows, rows])))
+    same_state(decode_chain(chain), state)
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [
+        [],
+        [encode_sparse({"w": np.ones(4)}, {"w": 0}, rows=np.array([1]))],  # delta first
+        [encode_sparse({"w": np.ones(4)}, {"w": 0})[:-3]],  # truncated body
+        [encode_sparse({"w": np.ones(4)}, {"w": 0}), b""],  # a missing blob
+        [encode_sparse({"w": np.ones(4)}, {"w": 0}), FORMAT1_STATE],  # format 1 mid-chain
+        [
+            encode_sparse({"w": np.ones(4)}, {"w": 0}),
+            encode_sparse({"w": np.ones(5)}, {"w": 0}, rows=np.array([4])),  # other shape
+        ],
+    ],
+)
+def test_bad_chains_raise_decode_error(chain: list[bytes]) -> None:
+    with pytest.raises(DecodeError):
+        decode_chain(chain)
