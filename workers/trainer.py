@@ -49,7 +49,7 @@ from service.errors import (
 from service.settings import Settings
 from service.store import DeadLetter, Lease, StateBlob, Store, StreamEntry
 from service.store.base import parse_id
-from service.store.codec import decode_batch, encode_sparse
+from service.store.codec import column_of, decode_batch, encode_sparse
 from workers.learners import (
     SERVING_LOCAL,
     STATE_LOCAL,
@@ -261,6 +261,10 @@ class Worker:
         serving, schain = None, h.schain
         if publish:
             served = serving_view(learner)
+            ref = column_of(np.asarray(served["W"]), state_view(learner))
+            if ref is not None:  # served weights are (a column of) the state: name it
+                data = encode_sparse(served, {}, ref={"W": ref})
+                return state, chain, StateBlob(data, True, ref=True), [len(data)], rows
             delta = None
             if algorithm in SERVING_LOCAL and h.schain:
                 delta = encode_sparse(served, saxes, _rows([*h.touched_pub, rows]))

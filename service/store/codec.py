@@ -42,8 +42,9 @@ before it in a chain); every other array and every scalar is stored whole, in ev
     then         header: orjson {"scalars": {...} as format 1, "arrays": [[name, dtype, shape,
                  axis], ...] (axis -1 = stored whole), "rows": r, "raw": bytes before zlib}
     then         zlib(rows as uint32 gaps (the first row, then differences) · per array in
-                 header order: the selected rows (``np.take(a, rows, axis)``) or the whole
-                 array, raw little-endian)
+                 header order: the selected rows with the feature axis moved last
+                 (``np.moveaxis(np.take(a, rows, axis), axis, -1)``: each column contiguous)
+                 or the whole array, raw little-endian)
 
 A row is "zero" only when every bit of it is zero (``-0.0`` and NaN are kept), so decoding
 a chain is exact to the bit. :func:`decode_chain` reads a chain: a full blob (format 1 or
@@ -80,6 +81,7 @@ BATCH_FORMAT = 1
 STATE_FORMAT = 1
 SPARSE_FORMAT = 2
 SPARSE_DELTA = 1
+REF_KEY = "\0ref"  # where decode_chain leaves a serving blob's references (resolve_serving)
 _BATCH_HEAD = struct.Struct("<BB6xQQQ")
 DATA_F32, INDICES_U16 = 1, 2
 _STATE_HEAD = struct.Struct("<B7xQ")
@@ -308,11 +310,16 @@ def encode_sparse(
     axes: Mapping[str, int],
     rows: np.ndarray | None = None,
     *,
+    ref: Mapping[str, tuple[str, int | None]] | None = None,
     level: int = 1,
 ) -> bytes:
     """Encode ``state`` as a format-2 blob: full (``rows`` None: every non-zero feature row)
     or a delta holding only ``rows`` (sorted or not, duplicates allowed) of the arrays with a
-    feature axis. The other arrays and the scalars are always stored whole."""
+    feature axis. The other arrays and the scalars are always stored whole.
+
+    ``ref`` (serving weights only) names arrays *not* stored because they equal an array of
+    the version's learner state, or one column of it: ``{"W": ("wgs", 0)}``; reading them
+    needs that state (:func:`resolve_serving`)."""
     delta = rows is not None
     if rows is None:
         picked = nonzero_rows(state, axes)
@@ -325,6 +332,8 @@ def encode_sparse(
     for name, value in state.items():
         if not isinstance(name, str):
             raise TypeError(f"state keys must be strings, got {name!r}")
+        if ref and name in ref:
+            continue
         if not isinstance(value, np.ndarray):
             scalars[name] = _scalar(name, value)
             continue
@@ -332,13 +341,17 @@ def encode_sparse(
             raise TypeError(f"state field {name!r} is an object array")
         dtype = value.dtype.newbyteorder("<") if value.dtype.byteorder == ">" else value.dtype
         axis = axes.get(name, -1)
-        part = np.take(value, picked, axis=axis) if axis >= 0 else value
+        # feature axis last: each column (w, G, s…) is contiguous, which compresses better
+        part = np.moveaxis(np.take(value, picked, axis=axis), axis, -1) if axis >= 0 else value
         chunks.append(np.ascontiguousarray(part, dtype=dtype).tobytes())
         arrays.append([name, dtype.str, list(value.shape), axis])
     raw = b"".join(chunks)
-    header = orjson.dumps(
-        {"scalars": scalars, "arrays": arrays, "rows": int(picked.size), "raw": len(raw)}
-    )
+    head: dict[str, Any] = {
+        "scalars": scalars, "arrays": arrays, "rows": int(picked.size), "raw": len(raw)
+    }  # fmt: skip
+    if ref:
+        head["ref"] = {k: [name, col] for k, (name, col) in ref.items()}
+    header = orjson.dumps(head)
     return b"".join(
         [
             _SPARSE_HEAD.pack(SPARSE_FORMAT, SPARSE_DELTA if delta else 0, len(header)),
@@ -372,19 +385,24 @@ def _apply_sparse(buf: bytes, out: dict[str, StateValue] | None) -> dict[str, St
     rows = np.cumsum(np.frombuffer(raw, dtype="<u4", count=n), dtype=np.int64)
     off = 4 * n
     state: dict[str, StateValue] = {} if out is None else out
+    state.pop(REF_KEY, None)
+    if "ref" in header:
+        state[REF_KEY] = {k: (str(v[0]), v[1]) for k, v in header["ref"].items()}
     for name, (kind, value) in header["scalars"].items():
         state[name] = _unscalar(kind, value)
     for name, dtype_str, shape, axis in header["arrays"]:
         dtype = np.dtype(dtype_str)
         part_shape = list(shape)
         if axis >= 0:
-            part_shape[axis] = n
+            part_shape = [*part_shape[:axis], *part_shape[axis + 1 :], n]
         count = int(np.prod(part_shape, dtype=np.int64)) if part_shape else 1
         nbytes = count * dtype.itemsize
         if off + nbytes > len(raw):
             raise ValueError(f"array {name!r} does not fit the payload")
         part = np.frombuffer(raw, dtype=dtype, count=count, offset=off).reshape(part_shape)
         off += nbytes
+        if axis >= 0:
+            part = np.moveaxis(part, -1, axis)
         if axis < 0:
             state[name] = part.copy()
             continue
@@ -428,3 +446,49 @@ def decode_chain(blobs: Sequence[bytes | bytearray | memoryview]) -> dict[str, S
         raise
     except Exception as e:
         raise DecodeError(f"cannot decode state chain: {e}") from e
+
+
+def needs_state(serving: Mapping[str, StateValue]) -> bool:
+    """Whether decoded serving weights refer to their version's learner state."""
+    return REF_KEY in serving
+
+
+def resolve_serving(
+    serving: Mapping[str, StateValue], state: Mapping[str, StateValue] | None
+) -> dict[str, StateValue]:
+    """Decoded serving weights with their references to ``state`` filled in (copies)."""
+    out = dict(serving)
+    refs = out.pop(REF_KEY, None)
+    if refs:
+        if state is None:
+            raise DecodeError("the serving weights refer to a learner state that is missing")
+        try:
+            for key, (name, col) in refs.items():
+                arr = np.asarray(state[name])
+                out[key] = np.array(arr if col is None else arr[:, col], dtype=arr.dtype)
+        except (KeyError, IndexError, TypeError) as e:
+            raise DecodeError(f"cannot resolve the serving weights: {e}") from e
+    return out
+
+
+def column_of(view: np.ndarray, state: Mapping[str, StateValue]) -> tuple[str, int | None] | None:
+    """``(name, None)`` if ``view`` is a state array, ``(name, c)`` if it is column ``c`` of a
+    2-d one (a view sharing its memory, as a learner's ``_served`` returns), else None."""
+    for name, arr in state.items():
+        if not isinstance(arr, np.ndarray) or arr.dtype != view.dtype:
+            continue
+        if view is arr:
+            return name, None
+        if (
+            arr.ndim == 2
+            and view.ndim == 1
+            and view.shape[0] == arr.shape[0]
+            and view.strides == (arr.strides[0],)
+            and arr.flags.c_contiguous
+            and np.shares_memory(view, arr)
+        ):
+            delta = view.__array_interface__["data"][0] - arr.__array_interface__["data"][0]
+            col, rem = divmod(delta, arr.itemsize)
+            if rem == 0 and 0 <= col < arr.shape[1]:
+                return name, int(col)
+    return None

@@ -49,6 +49,7 @@ class StateBlob:
 
     data: bytes
     full: bool
+    ref: bool = False  # serving only: its weights refer to the committed state (full blob)
 
     @classmethod
     def of(cls, state: Mapping[str, StateValue]) -> StateBlob:
@@ -319,7 +320,11 @@ class Store(StreamOps, VersionOps):
                 lease.epoch,
                 self.settings.lease_ttl_ms,
                 "same" if blob is None else "full" if blob.full else "delta",
-                "full" if served is None or served.full else "delta",
+                "full"
+                if served is None or (served.full and not served.ref)
+                else "ref"
+                if served.ref
+                else "delta",
                 len(dead),
                 *dead_args,
             ],

@@ -220,8 +220,10 @@ COMMIT = (
 --       13 keep versions, 14 events channel, 15 version base, 16 history maxlen,
 --       17 dead maxlen, 18 the writer's epoch, 19 lease ttl ms,
 --       20 state blob kind: 'full' (starts a chain), 'delta' (on top of the stored chain)
---          or 'same' (no new blob), 21 serving blob kind: 'full' or 'delta' (on top of
---          the serving chain of the last version published from this state), 22 n dead,
+--          or 'same' (no new blob), 21 serving blob kind: 'full', 'delta' (on top of
+--          the serving chain of the last version published from this state) or 'ref' (a
+--          full blob whose weights refer to the version's state: the version gets
+--          'sref' = 1), 22 n dead,
 --       then (entry id, reason, payload) per dead entry
 -- The writer is fenced by the epoch: the lease must hold its token, or have expired with
 -- nobody taking it since (epoch unchanged) — then the commit re-takes it.
@@ -237,7 +239,7 @@ local chain = redis.call('HGET', KEYS[2], 'chain')
 if ARGV[20] ~= 'full' and not chain then return {'nochain', 'state'} end
 local publishing = ARGV[11] == '1'
 local schain = redis.call('HGET', KEYS[2], 'schain')
-if publishing and ARGV[21] ~= 'full' and not schain then return {'nochain', 'serving'} end
+if publishing and ARGV[21] == 'delta' and not schain then return {'nochain', 'serving'} end
 if tok ~= ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[19]) end
 local now = now_ms()
 local collect = false
@@ -262,11 +264,13 @@ if ARGV[10] == '1' then
 end
 local ver = 0
 if publishing then
-  schain = add_blob(KEYS[2], KEYS[12], schain, ARGV[21], ARGV[12])
+  local skind = ARGV[21]
+  schain = add_blob(KEYS[2], KEYS[12], schain, skind == 'delta' and 'delta' or 'full', ARGV[12])
   redis.call('HSET', KEYS[2], 'schain', schain)
+  local fields = {'chain', chain, 'schain', schain}
+  if skind == 'ref' then fields = {'chain', chain, 'schain', schain, 'sref', '1'} end
   ver = publish(KEYS[6], KEYS[8], KEYS[7], KEYS[10], KEYS[9], ARGV[15], tonumber(ARGV[13]),
-    ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker',
-    {'chain', chain, 'schain', schain})
+    ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker', fields)
   collect = true
 end
 if collect then gc(KEYS[2], KEYS[12], KEYS[6], ARGV[15]) end
@@ -293,8 +297,9 @@ GET_VERSION = """
 -- KEYS: version, blobs, head, pins   ARGV: number, with state ('1'/'0')
 -- Reply: {} if absent, else number, time, cursor, examples_seen, mistakes, updates, source,
 --        head, pinned, n serving blobs, the serving blobs, n state blobs, the state blobs
+--        (sent when asked, and when the serving weights refer to the state: 'sref')
 local v = redis.call('HMGET', KEYS[1], 'number', 'time', 'cursor', 'examples_seen',
-  'mistakes', 'updates', 'source', 'chain', 'schain')
+  'mistakes', 'updates', 'source', 'chain', 'schain', 'sref')
 if not v[1] then return {} end
 local out = {v[1], v[2], v[3], v[4], v[5], v[6], v[7], redis.call('GET', KEYS[3]) or '',
   redis.call('SISMEMBER', KEYS[4], ARGV[1])}
@@ -310,7 +315,7 @@ local function blobs(chain, legacy)
   for _, b in ipairs(got) do out[#out + 1] = b end
 end
 blobs(v[9], 'serving')
-if ARGV[2] == '1' then blobs(v[8], 'state') else out[#out + 1] = 0 end
+if ARGV[2] == '1' or v[10] then blobs(v[8], 'state') else out[#out + 1] = 0 end
 return out
 """
 
@@ -331,7 +336,7 @@ ROLLBACK = (
 local src = ARGV[2] .. ARGV[1]
 if redis.call('EXISTS', src) == 0 then return {'noversion'} end
 local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates',
-  'chain', 'schain')
+  'chain', 'schain', 'sref')
 redis.call('DEL', KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('DEL', KEYS[8])
@@ -340,6 +345,7 @@ local now = now_ms()
 local fields
 if f[6] then
   fields = {'chain', f[6], 'schain', f[7]}
+  if f[8] then fields = {'chain', f[6], 'schain', f[7], 'sref', f[8]} end
   redis.call('HDEL', KEYS[2], 'blob')
 else
   fields = {'state', f[1], 'serving', f[2]}

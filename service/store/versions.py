@@ -16,7 +16,7 @@ from typing import Any
 
 from service.errors import ModelNotFound, VersionNotFound
 from service.store.base import StoreBase, guarded, text
-from service.store.codec import StateValue, decode_chain
+from service.store.codec import StateValue, decode_chain, resolve_serving
 
 _META = ("number", "time", "cursor", "examples_seen", "mistakes", "updates", "source")
 
@@ -115,7 +115,10 @@ class VersionOps(StoreBase):
         serving = decode_chain(reply[at + 1 : at + 1 + ns])
         at += 1 + ns
         nt = int(reply[at])
-        state = decode_chain(reply[at + 1 : at + 1 + nt]) if with_state else None
+        state = decode_chain(reply[at + 1 : at + 1 + nt]) if nt else None
+        serving = resolve_serving(serving, state)
+        if not with_state:
+            state = None
         return Version(info, serving, state)
 
     @guarded

@@ -11,6 +11,7 @@ import pytest
 
 from service.learning.features import Batch
 from service.learning.registry import REGISTRY, make_learner
+from service.learning.spec import ModelSpec
 from service.settings import Settings
 from service.store import Store
 from service.store.codec import decode_chain, encode_state, is_full_blob
@@ -59,12 +60,20 @@ def test_local_algorithms_change_only_the_rows_they_learn(name: str, multiclass:
             assert _changed_rows(sbefore, serving_view(learner), saxes) <= touched
 
 
+MULTICLASS = ModelSpec.from_dict(
+    {"algorithm": "pa1", "bits": 14, "classes": ["a", "b", "c"], "params": {"C": 0.5}}
+).to_dict()
+
+
+@pytest.mark.parametrize("kind", ["adagrad", "multiclass"])
 async def test_commits_write_deltas_and_every_version_replays_to_the_bit(
-    settings: Settings,
+    settings: Settings, kind: str
 ) -> None:
-    """Many small commits and publishes over a 2**20 model: the state chain holds deltas
-    (each a small fraction of the full state), the committed state and every retained
-    version equal an in-process run to the bit, unreferenced blobs are collected."""
+    """Many small commits and publishes: the state chain holds deltas (each a small
+    fraction of the full state), the committed state and every retained version equal an
+    in-process run to the bit, unreferenced blobs are collected. AdaGrad serves a column of
+    its state (the version names it: ``sref``); multi-class PA-I serves a scaled copy
+    (serving deltas)."""
     s = settings.model_copy(
         update={
             "read_count": 2,
@@ -75,8 +84,14 @@ async def test_commits_write_deltas_and_every_version_replays_to_the_bit(
     )
     store = Store.open(s)
     try:
-        sp = spec("adagrad", bits=20)
-        stream = batches(8000, 11, dim=2**20, lo=40, hi=160)
+        sp = spec("adagrad", bits=20) if kind == "adagrad" else MULTICLASS
+        dim = 2 ** sp["bits"]
+        stream = batches(8000, 11, dim=dim, lo=40, hi=160)
+        if kind == "multiclass":
+            stream = [
+                Batch(b.indptr, b.indices, b.data, (b.indices[b.indptr[:-1]] % 3).astype(np.int32))
+                for b in stream
+            ]
         await store.create_model("m", sp)
         await append_all(store, "m", stream)
         worker = Worker(s, store, worker_id="w1")
@@ -93,7 +108,7 @@ async def test_commits_write_deltas_and_every_version_replays_to_the_bit(
         versions = await store.list_versions("m")
         assert len(versions) == 4
         # every retained version, read from its chains, is the reference at that point
-        prefix = make_learner("adagrad", 2**20, 2, sp["params"])
+        prefix = ModelSpec.from_dict(sp).build_learner()
         seen_at: dict[int, dict[str, Any]] = {}
         wanted = {v.examples_seen for v in versions}
         for b in stream:
@@ -106,6 +121,11 @@ async def test_commits_write_deltas_and_every_version_replays_to_the_bit(
             assert got.state is not None
             assert_same(got.state, state, f"version {v.number}")
             assert got.serving["W"].tobytes() == W.tobytes()
+            sref = await store.client.hget(store.keys.version("m", v.number), "sref")
+            assert (sref is not None) == (kind == "adagrad")
+        if kind == "multiclass":  # the newest version's serving chain ends in deltas
+            schain = await store.client.hget(store.keys.version("m", versions[-1].number), "schain")
+            assert b"," in schain
         # blobs: exactly those named by the state and the retained versions
         named = set()
         for key in [store.keys.state("m")] + [store.keys.version("m", v.number) for v in versions]:
