@@ -123,9 +123,12 @@ async def test_commits_write_deltas_and_every_version_replays_to_the_bit(
             assert got.serving["W"].tobytes() == W.tobytes()
             sref = await store.client.hget(store.keys.version("m", v.number), "sref")
             assert (sref is not None) == (kind == "adagrad")
-        if kind == "multiclass":  # the newest version's serving chain ends in deltas
-            schain = await store.client.hget(store.keys.version("m", versions[-1].number), "schain")
-            assert b"," in schain
+        if kind == "multiclass":  # serving deltas: some retained serving chain has several
+            schains = [
+                await store.client.hget(store.keys.version("m", v.number), "schain")
+                for v in versions
+            ]
+            assert any(b"," in x for x in schains), schains
         # blobs: exactly those named by the state and the retained versions
         named = set()
         for key in [store.keys.state("m")] + [store.keys.version("m", v.number) for v in versions]:
