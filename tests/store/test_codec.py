@@ -38,17 +38,18 @@ def sample_batch() -> Batch:
 def batches(draw: st.DrawFn) -> Batch:
     n = draw(st.integers(0, 12))
     width = draw(st.sampled_from([32, 64]))  # float32-exact values take the narrow form
-    top = draw(st.sampled_from([2**8, 2**16 - 1, 2**20]))
+    top = draw(st.sampled_from([2**8, 2**16 - 1, 2**20, 2**24 - 1, 2**31 - 1]))
+    scaled = draw(st.booleans())  # one magnitude per row (L2-normalised binary text)
     rows = []
     for _ in range(n):
         idx = sorted(draw(st.sets(st.integers(0, top), max_size=8)))
-        vals = draw(
-            st.lists(
-                st.floats(allow_nan=False, allow_infinity=False, width=width),
-                min_size=len(idx),
-                max_size=len(idx),
-            )
-        )
+        floats = st.floats(allow_nan=False, allow_infinity=False, width=width)
+        if scaled:
+            c = draw(floats)
+            signs = draw(st.lists(st.booleans(), min_size=len(idx), max_size=len(idx)))
+            vals = [-c if neg else c for neg in signs]
+        else:
+            vals = draw(st.lists(floats, min_size=len(idx), max_size=len(idx)))
         rows.append((idx, vals))
     y = draw(st.lists(st.integers(-1, 5), min_size=n, max_size=n))
     if n == 0:
@@ -319,3 +320,21 @@ def test_multiclass_feature_axis_and_deltas_replay_exactly() -> None:
 def test_bad_chains_raise_decode_error(chain: list[bytes]) -> None:
     with pytest.raises(DecodeError):
         decode_chain(chain)
+
+
+def test_normalised_text_rows_take_a_magnitude_per_row_and_three_byte_indices() -> None:
+    """±1/√n per row over 2**20 buckets: ~3 bytes a non-zero and 8 a row, not 12 a
+    non-zero; exact to the bit (signs of zero included)."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for k in range(200):
+        idx = np.sort(rng.choice(2**20, 16, replace=False))
+        c = 1 / np.sqrt(16 + k % 5) if k % 50 else 0.0
+        rows.append((idx.tolist(), (c * rng.choice([-1.0, 1.0], 16)).tolist()))
+    batch = Batch.from_rows(rows, [k % 2 for k in range(200)])
+    payload = encode_batch(batch)
+    assert payload[1] == 4 | 8  # ROW_SCALE | INDICES_U24
+    assert len(payload) < 200 * (16 * 3.2 + 8 + 8 + 4) + 64
+    got, _ = decode_batch(payload)
+    same_batch(got, batch)
+    assert got.data.flags.writeable and got.indices.flags.writeable
