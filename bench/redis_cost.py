@@ -172,6 +172,8 @@ def _kind(cmd: list[bytes]) -> str:
     key = cmd[1].decode(errors="replace")
     part = key.split("}:", 1)[1] if "}:" in key else key
     part = part.split(":", 1)[0]
+    if part == "blobs" and cmd[0].upper() == b"HSET" and len(cmd) >= 4 and len(cmd[3]) > 1:
+        return "blobs (full)" if cmd[3][1] == 0 else "blobs (delta)"
     return {"v": "versions (v:n)", "pred": "kept predictions (pred:*)"}.get(part, part)
 
 
@@ -301,7 +303,9 @@ async def memory(args: argparse.Namespace) -> None:
             sent = 1
             for i in range(1, args.messages, args.per_request):
                 chunk = [example(t) for t in corpus[i : i + args.per_request]]
-                status, body = await c.call("POST", f"/models/{MODEL}/examples", {"examples": chunk})
+                status, body = await c.call(
+                    "POST", f"/models/{MODEL}/examples", {"examples": chunk}
+                )
                 assert status == 202, body
                 sent += len(chunk)
                 await asyncio.sleep(args.pause)

@@ -65,13 +65,16 @@ log = logging.getLogger("streamlearn.worker")
 
 DEAD_PAYLOAD_BYTES = 64 * 1024  # a dead letter keeps the head of its entry, not 1 MB of it
 MAX_CHAIN = 32  # blobs in a chain before a full one starts the next (bounds every read)
-DELTA_RATIO = 1.0  # a full blob when the chain's deltas would outweigh its full blob this much
+# a full blob when the chain's deltas would outweigh its full blob this many times (2: a
+# chain is at most ~3 full states, writes ~1.5x what changed; measured in docs/benchmarks.md)
+DELTA_RATIO = 2.0
 
 
 def _plan(chain: list[int], delta: bytes | None, full: Any) -> tuple[StateBlob, list[int]]:
     """The blob to write and the chain sizes after it: ``delta`` on top of ``chain`` while
     the deltas stay under ``DELTA_RATIO`` × the full blob that starts it (so a chain costs
-    at most about twice a full state, and writes about twice what changed), else
+    at most ``1 + DELTA_RATIO`` full states, and the full blobs add about
+    ``1 / DELTA_RATIO`` to the bytes the deltas write), else
     ``full()``. An empty ``chain`` (nothing stored to build on) or a None ``delta`` (the
     rows that changed are unknown) means full."""
     if (
