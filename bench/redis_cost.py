@@ -37,7 +37,7 @@ import tempfile
 import time
 import zlib
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pause", type=float, default=0.05, help="seconds between memory requests")
     args = p.parse_args(argv)
     args.src = args.src.resolve()
-    runs: list[Callable[[argparse.Namespace], Any]] = {
+    runs: Sequence[Callable[[argparse.Namespace], Any]] = {
         "mixed": [mixed], "memory": [memory], "both": [mixed, memory]
     }[args.mode]  # fmt: skip
     for run in runs:
