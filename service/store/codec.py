@@ -320,8 +320,9 @@ def decode_state(payload: bytes | bytearray | memoryview) -> dict[str, StateValu
 def feature_axes(state: Mapping[str, StateValue], dim: int, multiclass: bool) -> dict[str, int]:
     """The feature axis of each array of a learner's state (or serving weights) of ``dim``.
 
-    Binary learners keep arrays of shape ``(dim,)`` or ``(dim, c)`` (axis 0); multi-class ones
-    ``(K, dim)`` (axis 1). Arrays of any other shape (a bias per class…) are stored whole.
+    Binary learners keep arrays of shape ``(dim,)`` or ``(dim, c)`` (axis 0), or ``(c, dim)``
+    (axis 1: one row per member, say); multi-class ones ``(K, dim)`` (axis 1). Arrays of any
+    other shape (a bias per class…) are stored whole.
     """
     axes: dict[str, int] = {}
     for name, value in state.items():
@@ -332,6 +333,8 @@ def feature_axes(state: Mapping[str, StateValue], dim: int, multiclass: bool) ->
                 axes[name] = 1
         elif value.shape[0] == dim:
             axes[name] = 0
+        elif value.ndim == 2 and value.shape[1] == dim:
+            axes[name] = 1
     return axes
 
 
