@@ -142,10 +142,14 @@ class Services:
         return sum(f.stat().st_size for f in (self.dir / "appendonlydir").glob("*.incr.aof"))
 
     def aof_by_kind(self) -> dict[str, int]:
+        """AOF bytes by key kind, and ``commits``: how many commits (``HINCRBY state
+        applied``, one per commit in every version of the commit script)."""
         out: dict[str, int] = defaultdict(int)
         for f in (self.dir / "appendonlydir").glob("*.incr.aof"):
             for cmd, size in _resp_commands(f.read_bytes()):
                 out[_kind(cmd)] += size
+                if cmd[0].upper() == b"HINCRBY" and cmd[2:3] == [b"applied"]:
+                    out["commits"] += 1
         return dict(out)
 
 
@@ -288,6 +292,12 @@ async def mixed(args: argparse.Namespace) -> None:
               f"{net / max(1, ingested[0]):.2f}× ingested")  # fmt: skip
         print(f"AOF growth: {aof1 - aof0:,} bytes, {(aof1 - aof0) / max(1, ingested[0]):.2f}× "
               "ingested; by key kind:")  # fmt: skip
+        commits = kinds1.pop("commits", 0) - kinds0.pop("commits", 0)
+        model = sum(
+            kinds1[k] - kinds0.get(k, 0) for k in kinds1 if k.startswith(("state", "blobs", "vers"))
+        )
+        print(f"commits: {commits:,}; state + versions + blobs: {model / max(1, commits):,.0f} "
+              f"AOF bytes per commit")  # fmt: skip
         print("| key | AOF bytes | × ingested |\n|---|---|---|")
         for kind in sorted(kinds1, key=lambda k: -(kinds1[k] - kinds0.get(k, 0))):
             d = kinds1[kind] - kinds0.get(kind, 0)
