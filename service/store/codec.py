@@ -423,7 +423,20 @@ def is_full_blob(payload: bytes | bytearray | memoryview) -> bool:
     return bool(len(payload) >= 2 and (payload[0] == STATE_FORMAT or not payload[1] & SPARSE_DELTA))
 
 
-def _apply_sparse(buf: bytes, out: dict[str, StateValue] | None) -> dict[str, StateValue]:
+def _select(
+    name: str, arr: np.ndarray, shape: list[int], only: Mapping[str, int | None]
+) -> tuple[np.ndarray, list[int]]:
+    col = only[name]
+    if col is None:
+        return arr, shape
+    if arr.ndim != 2 or not 0 <= col < arr.shape[1]:
+        raise ValueError(f"array {name!r} has no column {col}")
+    return arr[:, col], [shape[0]]
+
+
+def _apply_sparse(
+    buf: bytes, out: dict[str, StateValue] | None, only: Mapping[str, int | None] | None = None
+) -> dict[str, StateValue]:
     fmt, flags, hlen = _SPARSE_HEAD.unpack_from(buf, 0)
     if fmt != SPARSE_FORMAT or flags & ~SPARSE_DELTA:
         raise ValueError(f"unknown sparse state format {fmt}/{flags}")
@@ -459,6 +472,12 @@ def _apply_sparse(buf: bytes, out: dict[str, StateValue] | None) -> dict[str, St
         off += nbytes
         if axis >= 0:
             part = np.moveaxis(part, -1, axis)
+        if only is not None:
+            if name not in only:
+                continue
+            if only[name] is not None and axis > 0:
+                raise ValueError(f"array {name!r}: columns are only selected on axis 0")
+            part, shape = _select(name, part, list(shape), only)
         if axis < 0:
             state[name] = part.copy()
             continue
@@ -478,10 +497,17 @@ def _apply_sparse(buf: bytes, out: dict[str, StateValue] | None) -> dict[str, St
     return state
 
 
-def decode_chain(blobs: Sequence[bytes | bytearray | memoryview]) -> dict[str, StateValue]:
+def decode_chain(
+    blobs: Sequence[bytes | bytearray | memoryview],
+    *,
+    only: Mapping[str, int | None] | None = None,
+) -> dict[str, StateValue]:
     """Decode a chain: a full state blob (format 1 or 2) then format-2 deltas, in order.
 
-    Raises :class:`DecodeError` on anything malformed (and on an empty chain)."""
+    ``only`` keeps just the arrays it names (and the scalars), each whole (None) or as one
+    column of a 2-d array (an int): what the serving weights refer to, without building the
+    whole learner state. Raises :class:`DecodeError` on anything malformed (and on an empty
+    chain)."""
     try:
         if not blobs:
             raise ValueError("empty chain")
@@ -494,8 +520,14 @@ def decode_chain(blobs: Sequence[bytes | bytearray | memoryview]) -> dict[str, S
                 if i:
                     raise ValueError("a format-1 state can only start a chain")
                 state = decode_state(buf)
+                if only is not None:
+                    arrays = [k for k, v in state.items() if isinstance(v, np.ndarray)]
+                    for k in arrays:
+                        arr = state.pop(k)
+                        if k in only:
+                            state[k] = _select(k, arr, list(arr.shape), only)[0].copy()
             else:
-                state = _apply_sparse(buf, state)
+                state = _apply_sparse(buf, state, only)
         assert state is not None
         return state
     except DecodeError:
@@ -509,10 +541,20 @@ def needs_state(serving: Mapping[str, StateValue]) -> bool:
     return REF_KEY in serving
 
 
+def serving_refs(serving: Mapping[str, StateValue]) -> dict[str, int | None]:
+    """The state arrays (and columns) decoded serving weights refer to, for ``only=``."""
+    refs: Any = serving.get(REF_KEY) or {}
+    return {name: col for name, col in refs.values()}
+
+
 def resolve_serving(
-    serving: Mapping[str, StateValue], state: Mapping[str, StateValue] | None
+    serving: Mapping[str, StateValue],
+    state: Mapping[str, StateValue] | None,
+    *,
+    selected: bool = False,
 ) -> dict[str, StateValue]:
-    """Decoded serving weights with their references to ``state`` filled in (copies)."""
+    """Decoded serving weights with their references to ``state`` filled in (copies);
+    ``selected``: ``state`` was decoded with ``only=serving_refs(serving)``."""
     out = dict(serving)
     refs = out.pop(REF_KEY, None)
     if refs:
@@ -521,6 +563,9 @@ def resolve_serving(
         try:
             for key, (name, col) in refs.items():
                 arr = np.asarray(state[name])
+                if selected:
+                    out[key] = arr
+                    continue
                 out[key] = np.array(arr if col is None else arr[:, col], dtype=arr.dtype)
         except (KeyError, IndexError, TypeError) as e:
             raise DecodeError(f"cannot resolve the serving weights: {e}") from e

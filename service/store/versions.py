@@ -16,7 +16,13 @@ from typing import Any
 
 from service.errors import ModelNotFound, VersionNotFound
 from service.store.base import StoreBase, guarded, text
-from service.store.codec import StateValue, decode_chain, resolve_serving
+from service.store.codec import (
+    StateValue,
+    decode_chain,
+    needs_state,
+    resolve_serving,
+    serving_refs,
+)
 
 _META = ("number", "time", "cursor", "examples_seen", "mistakes", "updates", "source")
 
@@ -115,10 +121,13 @@ class VersionOps(StoreBase):
         serving = decode_chain(reply[at + 1 : at + 1 + ns])
         at += 1 + ns
         nt = int(reply[at])
-        state = decode_chain(reply[at + 1 : at + 1 + nt]) if nt else None
-        serving = resolve_serving(serving, state)
-        if not with_state:
-            state = None
+        chain = reply[at + 1 : at + 1 + nt]
+        state = decode_chain(chain) if with_state else None
+        if with_state or not needs_state(serving):
+            serving = resolve_serving(serving, state)
+        else:  # only the state columns the served weights name (not the whole state)
+            part = decode_chain(chain, only=serving_refs(serving))
+            serving = resolve_serving(serving, part, selected=True)
         return Version(info, serving, state)
 
     @guarded

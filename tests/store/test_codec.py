@@ -20,6 +20,9 @@ from service.store.codec import (
     encode_state,
     feature_axes,
     is_full_blob,
+    needs_state,
+    resolve_serving,
+    serving_refs,
 )
 
 
@@ -338,3 +341,32 @@ def test_normalised_text_rows_take_a_magnitude_per_row_and_three_byte_indices() 
     got, _ = decode_batch(payload)
     same_batch(got, batch)
     assert got.data.flags.writeable and got.indices.flags.writeable
+
+
+def test_serving_refs_decode_only_the_named_column() -> None:
+    """A serving blob naming column 0 of ``wgs`` resolves to that column, exactly, whether
+    the state chain is decoded whole or only that column (also over a format-1 base)."""
+    rng = np.random.default_rng(4)
+    dim = 1 << 12
+    wgs = np.zeros((dim, 3))
+    wgs[rng.choice(dim, 40, replace=False)] = rng.standard_normal((40, 3))
+    state = {"wgs": wgs, "b": 0.5, "examples_seen": 3}
+    for sparse in (True, False):
+        base = encode_sparse(state, {"wgs": 0}) if sparse else encode_state(state)
+        rows = rng.choice(dim, 7, replace=False)
+        wgs[rows, 0] = -0.0
+        delta = encode_sparse(state, {"wgs": 0}, rows=rows)
+        ref = encode_sparse(
+            {"W": wgs[:, 0], "b": 0.5, "link": "sigmoid"}, {}, ref={"W": ("wgs", 0)}
+        )
+        served = decode_chain([ref])
+        assert needs_state(served) and serving_refs(served) == {"wgs": 0}
+        whole = resolve_serving(served, decode_chain([base, delta]))
+        part = decode_chain([base, delta], only=serving_refs(served))
+        assert set(part) == {"b", "examples_seen", "wgs"} and part["wgs"].shape == (dim,)
+        fast = resolve_serving(served, part, selected=True)
+        for got in (whole, fast):
+            assert got["W"].tobytes() == wgs[:, 0].tobytes()
+            assert got["b"] == 0.5 and got["link"] == "sigmoid"
+    with pytest.raises(DecodeError):
+        resolve_serving(decode_chain([ref]), None)
