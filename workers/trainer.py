@@ -41,8 +41,9 @@ from service.errors import (
     ModelNotFound,
     StoreUnavailable,
 )
+from service.learning.quality import LINKS, QualityTracker
 from service.settings import Settings
-from service.store import DeadLetter, Lease, Store, StreamEntry
+from service.store import DeadLetter, Lease, Quality, Store, StreamEntry
 from service.store.base import parse_id
 from service.store.codec import decode_batch
 from workers.learners import build_learner, check_batch
@@ -70,6 +71,7 @@ class Held:
     last_publish: float = field(default_factory=time.monotonic)
     history_mark: int = 0  # examples_seen // history_every at the last history point
     version: int | None = None  # the last version this worker published for the model
+    quality: QualityTracker | None = None  # binary models: progressive AUC and log loss
 
     @property
     def model(self) -> str:
@@ -78,6 +80,14 @@ class Held:
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}".replace(":", "-")
+
+
+def tracker_for(learner: Any, state: dict[str, Any] | None) -> QualityTracker | None:
+    """The quality tracker of a binary model (from its committed state, if any); None for
+    a multi-class model. A model committed before quality was tracked starts a fresh one."""
+    if learner.multiclass or learner.link not in LINKS:
+        return None
+    return QualityTracker.from_state(state) if state is not None else QualityTracker()
 
 
 class Worker:
@@ -162,7 +172,11 @@ class Worker:
             try:
                 batch, _ = decode_batch(e.payload)
                 check_batch(batch, learner.dim, learner.n_classes)
-                learner.learn(batch)
+                if h.quality is None:
+                    learner.learn(batch)
+                else:
+                    _, margins = learner.learn_scored(batch)
+                    h.quality.update(margins, batch.y, learner.link)
             except (DecodeError, ValueError) as err:
                 reason = f"{type(err).__name__}: {err} ({len(e.payload)} bytes)"
                 h.dead.append(DeadLetter(e.id, reason, e.payload[:DEAD_PAYLOAD_BYTES]))
@@ -216,6 +230,9 @@ class Worker:
                 dead=h.dead,
                 history=mark != h.history_mark or (publish and h.unpublished > 0),
                 serving=learner.serving().get_state() if publish else None,
+                quality=None
+                if h.quality is None
+                else Quality(h.quality.get_state(), h.quality.summary()),
             )
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1
@@ -271,6 +288,7 @@ class Worker:
             committed = await self.store.load_state(m)
             if committed.state is not None:
                 learner.set_state(committed.state)
+            quality = tracker_for(learner, committed.quality)
         except (InvalidSpec, ModelNotFound, DecodeError, ValueError) as e:
             log.error("model %s cannot be loaded (%s); skipping it for a minute", m, e)
             self._skip_until[m] = time.monotonic() + 60
@@ -283,6 +301,7 @@ class Worker:
             committed=committed.cursor,
             position=committed.cursor,
             history_mark=seen // max(1, self.settings.history_every),
+            quality=quality,
         )
         self.stats["takeovers"] += 1
         log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)

@@ -95,6 +95,21 @@ class ModelMetrics(BaseModel):
     updates: int
     mistake_rate: float
     rolling_mistake_rate: float | None
+    auc: float | None = Field(
+        None, description="progressive ROC AUC of the served scores over every example"
+    )
+    auc_error_bound: float | None = Field(
+        None, description="a proven bound on |auc − exact AUC| (auc is kept in a histogram)"
+    )
+    rolling_auc: float | None = Field(
+        None, description="exact ROC AUC over the last 1,000 examples"
+    )
+    log_loss: float | None = Field(
+        None, description="mean log loss of the served score (nats, p clipped to [1e-15, 1-1e-15])"
+    )
+    rolling_log_loss: float | None = Field(
+        None, description="log loss over the last 1,000 examples"
+    )
     version: int
     lag: int
     last_update: float | None
@@ -108,6 +123,10 @@ class HistoryPoint(BaseModel):
     time: float
     version: int | None = None
     drift: bool = False
+    auc: float | None = None
+    rolling_auc: float | None = None
+    log_loss: float | None = None
+    rolling_log_loss: float | None = None
 
 
 class History(BaseModel):

@@ -13,6 +13,7 @@ from service.store.models import (
     DeadLetter,
     Lease,
     Metrics,
+    Quality,
     Store,
     WorkerInfo,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "Keys",
     "Lease",
     "Metrics",
+    "Quality",
     "Store",
     "StreamEntry",
     "Version",

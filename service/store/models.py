@@ -24,7 +24,7 @@ from service.store.codec import StateValue, decode_state, encode_state
 from service.store.connection import connect
 from service.store.keys import Keys, validate_model_name
 from service.store.streams import StreamOps
-from service.store.versions import HISTORY_MAXLEN, VersionOps
+from service.store.versions import HISTORY_MAXLEN, VersionOps, decode_figures
 
 DEAD_MAXLEN = 1_000  # approximate (MAXLEN ~): the newest dead letters
 
@@ -53,6 +53,7 @@ class CommittedState:
     updates: int
     applied: int  # stream examples consumed (learned or dead-lettered); lag = appended − this
     updated_at: int | None  # ms, server clock
+    quality: dict[str, StateValue] | None = None  # the quality tracker's state, if committed
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,16 @@ class DeadLetter:
     entry_id: str
     reason: str
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """The progressive quality committed with the learner: the tracker's exact ``state``
+    (stored as ``quality_state``) and its ``figures`` (``auc``, ``rolling_auc``,
+    ``log_loss``, ``rolling_log_loss``…, stored as the JSON ``quality``)."""
+
+    state: Mapping[str, StateValue]
+    figures: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +93,7 @@ class Metrics:
     last_update: int | None  # ms
     appended: int
     applied: int
+    quality: dict[str, Any] | None = None  # the figures of the last commit (binary models)
 
     def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -214,8 +226,8 @@ class Store(StreamOps, VersionOps):
     async def load_state(self, m: str) -> CommittedState:
         """The committed state of ``m`` (what a worker loads when it takes the lease)."""
         fields = ["blob", "cursor", "examples_seen", "mistakes", "updates", "applied", "updated_at"]
-        blob, cursor, seen, mistakes, updates, applied, updated = await self.client.hmget(
-            self.keys.state(m), fields
+        blob, cursor, seen, mistakes, updates, applied, updated, quality = await self.client.hmget(
+            self.keys.state(m), [*fields, "quality_state"]
         )
         return CommittedState(
             state=decode_state(blob) if blob else None,
@@ -225,6 +237,7 @@ class Store(StreamOps, VersionOps):
             updates=int(updates or 0),
             applied=int(applied or 0),
             updated_at=int(updated) if updated else None,
+            quality=decode_state(quality) if quality else None,
         )
 
     @guarded
@@ -245,10 +258,12 @@ class Store(StreamOps, VersionOps):
         dead: Sequence[DeadLetter] = (),
         history: bool = False,
         serving: Mapping[str, StateValue] | None = None,
+        quality: Quality | None = None,
     ) -> CommitResult:
         """Atomically write state + counters + cursor, acknowledge (trim) the applied entries,
         record dead letters, a history point if asked, and publish a version if ``serving``
-        is given. :class:`LeaseLost` / :class:`CommitConflict` when refused — then nothing
+        is given. ``quality`` (binary models) goes into the state hash, the history point
+        and the version alike. :class:`LeaseLost` / :class:`CommitConflict` when refused — then nothing
         was written."""
         m, k = lease.model, self.keys
         dead_args: list[Any] = []
@@ -289,6 +304,8 @@ class Store(StreamOps, VersionOps):
                 lease.epoch,
                 self.settings.lease_ttl_ms,
                 len(dead),
+                orjson.dumps(dict(quality.figures)) if quality is not None else b"",
+                encode_state(quality.state) if quality is not None else b"",
                 *dead_args,
             ],
         )
@@ -311,13 +328,15 @@ class Store(StreamOps, VersionOps):
         k = self.keys
         pipe = self.client.pipeline(transaction=False)
         pipe.exists(k.spec(m))
-        pipe.hmget(k.state(m), ["examples_seen", "mistakes", "updates", "applied", "updated_at"])
+        pipe.hmget(
+            k.state(m), ["examples_seen", "mistakes", "updates", "applied", "updated_at", "quality"]
+        )
         pipe.get(k.head(m))
         pipe.get(k.appended(m))
         exists, vals, head, appended = await pipe.execute()
         if not exists:
             raise ModelNotFound(f"model {m!r} does not exist", field="model")
-        seen, mistakes, updates, applied, updated = vals
+        seen, mistakes, updates, applied, updated, quality = vals
         app, done = int(appended or 0), int(applied or 0)
         return Metrics(
             examples_seen=int(seen or 0),
@@ -328,6 +347,7 @@ class Store(StreamOps, VersionOps):
             last_update=int(updated) if updated else None,
             appended=app,
             applied=done,
+            quality=decode_figures(quality),
         )
 
     # --- heartbeats ------------------------------------------------------------------------

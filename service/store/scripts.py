@@ -155,11 +155,15 @@ return 0
 
 _PUBLISH = """
 local function publish(versions, seq, head, head_pin, pins, base, keep, channel, now,
-                       cursor, seen, mistakes, updates, source, state, serving)
+                       cursor, seen, mistakes, updates, source, state, serving,
+                       quality, quality_state)
   local ver = redis.call('INCR', seq)
   redis.call('HSET', base .. ver, 'number', ver, 'time', now, 'cursor', cursor,
     'examples_seen', seen, 'mistakes', mistakes, 'updates', updates, 'source', source,
     'state', state, 'serving', serving)
+  if quality and quality ~= '' then
+    redis.call('HSET', base .. ver, 'quality', quality, 'quality_state', quality_state)
+  end
   redis.call('ZADD', versions, ver, ver)
   if redis.call('EXISTS', head_pin) == 0 then redis.call('SET', head, ver) end
   retain(versions, pins, head, base, keep)
@@ -181,6 +185,7 @@ COMMIT = (
 --       10 history point ('1'/'0'), 11 publish ('1'/'0'), 12 serving blob,
 --       13 keep versions, 14 events channel, 15 version base, 16 history maxlen,
 --       17 dead maxlen, 18 the writer's epoch, 19 lease ttl ms, 20 n dead,
+--       21 quality figures (JSON, '' = none), 22 quality tracker state blob,
 --       then (entry id, reason, payload) per dead entry
 -- The writer is fenced by the epoch: the lease must hold its token, or have expired with
 -- nobody taking it since (epoch unchanged) — then the commit re-takes it.
@@ -197,21 +202,30 @@ local now = now_ms()
 redis.call('HSET', KEYS[2], 'blob', ARGV[4], 'cursor', ARGV[3], 'examples_seen', ARGV[5],
   'mistakes', ARGV[6], 'updates', ARGV[7], 'updated_at', now)
 redis.call('HINCRBY', KEYS[2], 'applied', ARGV[8])
+if ARGV[21] ~= '' then
+  redis.call('HSET', KEYS[2], 'quality', ARGV[21], 'quality_state', ARGV[22])
+end
 local nd = tonumber(ARGV[20])
 for i = 0, nd - 1 do
-  local b = 21 + 3 * i
+  local b = 23 + 3 * i
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[17], '*', 'entry', ARGV[b],
     'reason', ARGV[b + 1], 'payload', ARGV[b + 2])
 end
 if ARGV[9] ~= '' then redis.call('XTRIM', KEYS[3], 'MINID', ARGV[9]) end
 if ARGV[10] == '1' then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', 'examples_seen', ARGV[5],
-    'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now)
+  if ARGV[21] ~= '' then
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', 'examples_seen', ARGV[5],
+      'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now, 'quality', ARGV[21])
+  else
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', 'examples_seen', ARGV[5],
+      'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now)
+  end
 end
 local ver = 0
 if ARGV[11] == '1' then
   ver = publish(KEYS[6], KEYS[8], KEYS[7], KEYS[10], KEYS[9], ARGV[15], tonumber(ARGV[13]),
-    ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker', ARGV[4], ARGV[12])
+    ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker', ARGV[4], ARGV[12],
+    ARGV[21], ARGV[22])
 end
 return {'ok', tostring(ver), tostring(now)}
 """
@@ -229,7 +243,8 @@ ROLLBACK = (
 -- epoch bumped) so its in-flight commit is refused and it reloads.
 local src = ARGV[2] .. ARGV[1]
 if redis.call('EXISTS', src) == 0 then return {'noversion'} end
-local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates')
+local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates',
+  'quality', 'quality_state')
 redis.call('DEL', KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('DEL', KEYS[8])
@@ -237,10 +252,19 @@ local cur = redis.call('HGET', KEYS[2], 'cursor') or '0-0'
 local now = now_ms()
 redis.call('HSET', KEYS[2], 'blob', f[1], 'cursor', cur, 'examples_seen', f[3],
   'mistakes', f[4], 'updates', f[5], 'updated_at', now)
-redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', 'examples_seen', f[3],
-  'mistakes', f[4], 'updates', f[5], 'time', now, 'event', 'rollback:' .. ARGV[1])
+-- the quality tracker goes back with the learner (none in the version: none in the state)
+if f[6] then
+  redis.call('HSET', KEYS[2], 'quality', f[6], 'quality_state', f[7])
+  redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', 'examples_seen', f[3],
+    'mistakes', f[4], 'updates', f[5], 'time', now, 'event', 'rollback:' .. ARGV[1],
+    'quality', f[6])
+else
+  redis.call('HDEL', KEYS[2], 'quality', 'quality_state')
+  redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', 'examples_seen', f[3],
+    'mistakes', f[4], 'updates', f[5], 'time', now, 'event', 'rollback:' .. ARGV[1])
+end
 local ver = publish(KEYS[4], KEYS[6], KEYS[5], KEYS[8], KEYS[7], ARGV[2], tonumber(ARGV[3]),
-  ARGV[4], now, cur, f[3], f[4], f[5], 'rollback:' .. ARGV[1], f[1], f[2])
+  ARGV[4], now, cur, f[3], f[4], f[5], 'rollback:' .. ARGV[1], f[1], f[2], f[6], f[7])
 return {'ok', tostring(ver)}
 """
 )

@@ -18,7 +18,14 @@ from service.learning.features import Batch
 from service.settings import Settings
 from service.store import Store
 from service.store.codec import encode_batch
-from tests.workers.support import append_all, assert_same, batches, reference, spec
+from tests.workers.support import (
+    append_all,
+    assert_same,
+    batches,
+    reference,
+    reference_quality,
+    spec,
+)
 from workers.__main__ import signal_handler
 from workers.trainer import Worker
 
@@ -129,6 +136,11 @@ async def test_takeover_after_a_crash_learns_each_entry_once(settings: Settings)
         committed = await store.load_state("m")
         assert committed.state is not None
         assert_same(committed.state, reference(sp, stream).get_state(), "after takeover")
+        # the quality tracker was committed with the state and reloaded: same to the bit
+        quality = reference_quality(stream, sp)
+        assert committed.quality is not None
+        assert_same(committed.quality, quality.get_state(), "quality after takeover")
+        assert (await store.metrics("m")).quality == quality.summary()
         assert committed.cursor > committed_by_a
         # A wakes up and tries to commit what it has: refused, and it drops the model
         await a._flush(force=True)
@@ -159,6 +171,14 @@ async def test_rollback_then_more_learning(store: Store) -> None:
     assert committed.state is not None
     assert_same(committed.state, want.get_state(), "rollback")
     assert (await store.metrics("m")).examples_seen == sum(b.n for b in first + after)
+    # the quality tracker went back with the learner: it never saw the discarded entries
+    quality = reference_quality(list(first) + list(after), sp)
+    assert committed.quality is not None
+    assert_same(committed.quality, quality.get_state(), "quality after rollback")
+    points = await store.history("m")
+    rolled = next(p for p in points if p.get("event") == f"rollback:{k}")
+    assert rolled["auc"] == reference_quality(first, sp).summary()["auc"]
+    assert points[-1]["log_loss"] == quality.log_loss
 
 
 async def test_rollback_fences_a_running_worker(settings: Settings) -> None:
