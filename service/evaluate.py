@@ -8,13 +8,17 @@ stream, so the figures here are the figures the dashboard would show.
 - **ROC AUC** (binary) is computed from the *progressive* margins — the served margin of
   each example just before it is learned — with rank statistics (ties get average ranks);
   ``1 − AUC`` in percent is the TREC spam track's (1−ROCA)% figure;
+- **log loss, rolling AUC, rolling log loss** (binary) come from the same
+  :class:`~service.learning.quality.QualityTracker` the worker feeds, over the same served
+  margins — so they equal the live ``GET /models/{m}/metrics`` figures for the same stream,
+  to the bit. The live ``auc`` is kept in a histogram: it is within ``auc_error_bound`` (also
+  reported here) of the exact ``auc`` printed here;
 - **learn_seconds** is the time inside the learning loops only; **seconds** is the whole run
   (reading, featurizing, learning, scoring).
 
 Learning goes in chunks (``chunk`` examples per ``learn`` call, identical to one at a time).
-When AUC is wanted, the margins must be read between examples: then each chunk is walked
-row by row (a served-margin read and a one-row ``learn`` per example — exact, and slower);
-``auc=False`` skips it.
+When quality figures are wanted, ``Learner.learn(…, margins=…)`` also returns each row's
+served margin; ``auc=False`` (``--no-auc``) skips them all.
 
 Readers: NDJSON (``{"features": ..., "text": ..., "label": ..., "id": ...}`` per line, through
 the model's :class:`~service.learning.features.Featurizer`) and svmlight (``LABEL idx:val``,
@@ -35,6 +39,7 @@ import orjson
 from service.errors import InvalidExample, StreamlearnError
 from service.learning.features import Batch, Labels
 from service.learning.linear import Learner
+from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec
 from service.svmlight import Parsed, parse_svmlight
 
@@ -64,6 +69,11 @@ class Report:
     mistake_rate: float
     auc: float | None
     one_minus_auc_percent: float | None
+    auc_error_bound: float | None  # of the live (histogram) AUC, see QualityTracker
+    rolling_auc: float | None  # over the last ``window`` examples
+    log_loss: float | None  # of the served score σ(margin), p clipped to [1e-15, 1 − 1e-15]
+    rolling_log_loss: float | None
+    window: int
     seconds: float
     learn_seconds: float
     examples_per_s: float
@@ -73,54 +83,8 @@ class Report:
 
 
 # ----------------------------------------------------------------------------------------------
-# ROC AUC by rank statistics
-# ----------------------------------------------------------------------------------------------
-
-
-def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
-    """Area under the ROC curve of ``scores`` for the boolean labels ``positive``.
-
-    The Mann–Whitney statistic: ``(R₊ − P(P+1)/2) / (P·N)`` with ``R₊`` the sum of the
-    positives' ranks, ties sharing their average rank (so a tie counts one half). None when
-    one class is absent.
-
-    >>> roc_auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([False, False, True, True]))
-    0.75
-    >>> roc_auc(np.array([1.0, 1.0]), np.array([False, True]))
-    0.5
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    pos = np.asarray(positive, dtype=bool)
-    n_pos = int(pos.sum())
-    n_neg = int(pos.size - n_pos)
-    if n_pos == 0 or n_neg == 0:
-        return None
-    order = np.argsort(scores, kind="mergesort")
-    s = scores[order]
-    # average ranks (1-based) over runs of equal scores
-    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-    ends = np.concatenate((starts[1:], [s.size]))
-    avg = (starts + ends + 1) / 2.0
-    ranks = np.empty(s.size, dtype=np.float64)
-    ranks[order] = np.repeat(avg, ends - starts)
-    r_pos = float(ranks[pos].sum())
-    return (r_pos - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
-
-
-# ----------------------------------------------------------------------------------------------
 # the progressive loop
 # ----------------------------------------------------------------------------------------------
-
-
-def _row(batch: Batch, i: int) -> Batch:
-    """Row ``i`` as a batch of one, sharing memory with ``batch`` (no copies)."""
-    lo, hi = int(batch.indptr[i]), int(batch.indptr[i + 1])
-    return Batch(
-        np.array((0, hi - lo), dtype=np.int64),
-        batch.indices[lo:hi],
-        batch.data[lo:hi],
-        batch.y[i : i + 1],
-    )
 
 
 def _view(batch: Batch, start: int, stop: int) -> Batch:
@@ -139,28 +103,20 @@ def learn_progressive(
 ) -> tuple[np.ndarray, float]:
     """Predict-then-learn over ``batch``; returns (mistake flags, seconds spent learning).
 
-    With ``margins`` (a float array of length n, binary learners), each row's served margin
-    is written there before the row is learned (row by row: exact, slower).
+    With ``margins`` (float64, (n,) binary or (n, K) multi-class), each row's served margin
+    is written there before the row is learned (``Learner.learn(…, margins=…)``).
     """
     flags = np.zeros(batch.n, dtype=bool)
     spent = 0.0
-    if margins is None:
-        for start in range(0, batch.n, chunk):
-            part = _view(batch, start, min(start + chunk, batch.n))
-            t0 = time.perf_counter()
-            flags[start : start + part.n] = learner.learn(part)
-            spent += time.perf_counter() - t0
-        return flags, spent
-    # Row by row. The whole batch is checked once here, so each row goes straight to the
-    # learner's compiled step (``_learn``, the hook ``Learner.learn`` wraps with those checks).
-    learner._check_batch(batch, labels=True)
-    t0 = time.perf_counter()
-    decision, step = learner.decision, learner._learn
-    for i in range(batch.n):
-        row = _row(batch, i)
-        margins[i] = decision(row)[0]
-        step(row, flags[i : i + 1])
-    spent += time.perf_counter() - t0
+    for start in range(0, batch.n, chunk):
+        stop = min(start + chunk, batch.n)
+        part = _view(batch, start, stop)
+        t0 = time.perf_counter()
+        if margins is None:
+            flags[start:stop] = learner.learn(part)
+        else:
+            flags[start:stop] = learner.learn(part, margins=margins[start:stop])
+        spent += time.perf_counter() - t0
     return flags, spent
 
 
@@ -399,6 +355,7 @@ def evaluate_file(
     learner = spec.build_learner()
     binary = spec.n_classes == 2
     want_auc = auc and binary
+    tracker = QualityTracker() if want_auc else None
     flags_all: list[np.ndarray] = []
     margins_all: list[np.ndarray] = []
     labels_all: list[np.ndarray] = []
@@ -413,6 +370,8 @@ def evaluate_file(
             labels_all.append(part.y)
             if margins is not None:
                 margins_all.append(margins)
+            if tracker is not None and margins is not None:
+                tracker.update(margins, part.y, learner.link)
             if progress is not None:
                 progress(part.n)
     n = learner.examples_seen
@@ -420,6 +379,7 @@ def evaluate_file(
     if want_auc and n:
         area = roc_auc(np.concatenate(margins_all), np.concatenate(labels_all) == 1)
     seconds = time.perf_counter() - t_start
+    quality = tracker.summary() if tracker is not None else {}
     return Report(
         file=str(path),
         format=fmt,
@@ -433,6 +393,11 @@ def evaluate_file(
         mistake_rate=learner.mistakes / n if n else 0.0,
         auc=area,
         one_minus_auc_percent=None if area is None else 100.0 * (1.0 - area),
+        auc_error_bound=quality.get("auc_error_bound"),
+        rolling_auc=quality.get("rolling_auc"),
+        log_loss=quality.get("log_loss"),
+        rolling_log_loss=quality.get("rolling_log_loss"),
+        window=WINDOW,
         seconds=seconds,
         learn_seconds=learn_seconds,
         examples_per_s=n / seconds if seconds > 0 else 0.0,
@@ -524,6 +489,13 @@ def run_command(
     if report.auc is not None:
         rows.append(
             ("ROC AUC", f"{report.auc:.4f}  ((1−ROCA)% = {report.one_minus_auc_percent:.3f})")
+        )
+    if report.rolling_auc is not None:
+        rows.append((f"rolling AUC (last {report.window:,})", f"{report.rolling_auc:.4f}"))
+    if report.log_loss is not None and report.rolling_log_loss is not None:
+        rows.append(("log loss", f"{report.log_loss:.4f}"))
+        rows.append(
+            (f"rolling log loss (last {report.window:,})", f"{report.rolling_log_loss:.4f}")
         )
     rows += [
         ("seconds (whole run)", f"{report.seconds:.3f}"),

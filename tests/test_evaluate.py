@@ -146,6 +146,9 @@ def test_chunking_is_invisible_and_auc_comes_from_the_served_margins(tmp_path: P
             whole.updates,
         )
     assert small.auc == whole.auc and fast.auc is None
+    quality = ("log_loss", "rolling_auc", "rolling_log_loss", "auc_error_bound")
+    assert all(getattr(small, k) == getattr(whole, k) is not None for k in quality)
+    assert all(getattr(fast, k) is None for k in quality)
     # the reference: one example at a time, margins read from the served model
     spec = ModelSpec.from_dict({"algorithm": "averaged_perceptron", "hashing": False, "dim": 30})
     lines = [json.loads(x) for x in nd.read_text().splitlines()]
@@ -159,6 +162,12 @@ def test_chunking_is_invisible_and_auc_comes_from_the_served_margins(tmp_path: P
     assert whole.mistakes == mistakes and whole.examples == 600
     assert whole.auc == roc_auc(np.array(margins), batch.y == 1)
     assert 0.5 < whole.auc <= 1.0
+    # log loss of σ(margin), and the rolling figures over the last WINDOW examples
+    s, yes = np.array(margins), batch.y == 1
+    losses = np.logaddexp(0.0, np.where(yes, -s, s))
+    assert whole.log_loss == pytest.approx(losses.mean(), rel=1e-12)
+    assert whole.window == 1000 and whole.rolling_auc == roc_auc(s[-1000:], yes[-1000:])
+    assert whole.rolling_log_loss == pytest.approx(losses[-1000:].mean(), rel=1e-12)
 
 
 def test_ndjson_and_svmlight_agree(tmp_path: Path) -> None:
@@ -192,6 +201,7 @@ def test_multiclass_files_have_no_auc(tmp_path: Path) -> None:
         hashing = {"hashing": False} if path == nd else {}
         r = evaluate_file(path, algorithm="pa1", classes=["c0", "c1", "c2"], dim=30, **hashing)
         assert r.n_classes == 3 and r.auc is None and 0 < r.mistakes < r.examples / 2
+        assert r.log_loss is None and r.rolling_auc is None
 
 
 def test_bad_inputs_raise_evaluation_errors(tmp_path: Path) -> None:
