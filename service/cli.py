@@ -330,7 +330,8 @@ def evaluate(
         str | None, typer.Option(help="Text options as JSON, e.g. '{\"char_ngrams\": [4, 4]}'.")
     ] = None,
     auc: Annotated[
-        bool, typer.Option(help="Progressive ROC AUC (binary; reads margins row by row).")
+        bool,
+        typer.Option(help="Progressive ROC AUC and log loss, overall and rolling (binary models)."),
     ] = True,
     chunk: Annotated[int, typer.Option(help="Examples per learn call.")] = 10_000,
     json_out: Annotated[
