@@ -55,6 +55,10 @@ METRIC_ROWS = (
     ("updates", "updates"),
     ("mistake_rate", "mistake rate"),
     ("rolling_mistake_rate", "rolling mistake rate"),
+    ("auc", "ROC AUC"),
+    ("rolling_auc", "rolling ROC AUC (last 1,000)"),
+    ("log_loss", "log loss"),
+    ("rolling_log_loss", "rolling log loss (last 1,000)"),
     ("version", "version"),
     ("lag", "lag"),
     ("last_update", "last update"),
@@ -66,6 +70,8 @@ def fmt(key: str, value: Any) -> str:
         return "–"
     if key.endswith("rate") and isinstance(value, int | float):
         return f"{100 * value:.2f} %"
+    if key.endswith(("auc", "log_loss")) and isinstance(value, float):
+        return f"{value:.4f}"
     if key in ("last_update", "time") and isinstance(value, int | float):
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     if isinstance(value, int) and not isinstance(value, bool):
