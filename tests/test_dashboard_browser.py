@@ -340,3 +340,43 @@ def test_dashboard_layout_loading_and_most_recent_model(
             page.screenshot(path=str(output_dir / f"dashboard-{width}.png"), full_page=True)
             assert errors == []
             page.close()
+
+
+def test_dashboard_shows_ensemble_members(settings: Any, browser: Any, output_dir: Path) -> None:
+    """An ensemble's ``members`` (in its metrics answer) show as a table with the leading
+    member marked; a model without members has no such card."""
+    import json
+
+    from tests.live_service import live_service
+
+    members = [
+        {"algorithm": "pa1", "params": {"C": 1.0}, "weight": 0.2, "examples_seen": 40,
+         "mistakes": 9, "log_loss": 0.61},
+        {"algorithm": "adagrad", "params": {"eta": 0.5}, "weight": 0.7, "examples_seen": 40,
+         "mistakes": 4, "log_loss": 0.33},
+        {"algorithm": "perceptron", "params": {}, "weight": 0.1, "examples_seen": 40,
+         "mistakes": 12, "log_loss": 1.2},
+    ]  # fmt: skip
+    with live_service(settings) as live, Client(live.url) as client:
+        client.create_model("ens", {"algorithm": "pa1", "bits": 8})
+        client.learn("ens", examples(0, 40))
+        learned(client, "ens", 40)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(live.url + "/#ens")
+        wait_text(page, "#stat-examples", "40")
+        assert page.locator("#members-card").is_hidden()
+
+        def add_members(route: Any) -> None:
+            response = route.fetch()
+            body = response.json()
+            body["members"] = members
+            route.fulfill(response=response, body=json.dumps(body))
+
+        page.route("**/models/ens/metrics", add_members)
+        page.wait_for_selector("#members-card:not(.hidden)", timeout=TIMEOUT_MS)
+        rows = page.locator("#members tr")
+        assert rows.count() == 3
+        assert "adagrad (eta=0.5)" in (rows.nth(1).text_content() or "")
+        assert page.locator('#members tr[data-member="1"] .badge.leading').count() == 1
+        assert page.locator("#members .badge.leading").count() == 1
+        page.screenshot(path=str(output_dir / "dashboard-members.png"), full_page=True)

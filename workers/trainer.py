@@ -90,6 +90,17 @@ def tracker_for(learner: Any, state: dict[str, Any] | None) -> QualityTracker | 
     return QualityTracker.from_state(state) if state is not None else QualityTracker()
 
 
+def quality_of(learner: Any, tracker: QualityTracker) -> Quality:
+    """What a commit stores: the tracker's state and figures, and for an ensemble each
+    member's progressive metrics (``member_metrics()``), so a user sees who is winning."""
+    figures = tracker.summary()
+    member_metrics = getattr(learner, "member_metrics", None)
+    members = member_metrics() if callable(member_metrics) else None
+    if members is not None:
+        figures["members"] = members
+    return Quality(tracker.get_state(), figures)
+
+
 class Worker:
     """Learns for the models whose leases it holds. ``await run()``; ``stop()`` to finish."""
 
@@ -230,9 +241,7 @@ class Worker:
                 dead=h.dead,
                 history=mark != h.history_mark or (publish and h.unpublished > 0),
                 serving=learner.serving().get_state() if publish else None,
-                quality=None
-                if h.quality is None
-                else Quality(h.quality.get_state(), h.quality.summary()),
+                quality=None if h.quality is None else quality_of(learner, h.quality),
             )
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1

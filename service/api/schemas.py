@@ -110,6 +110,11 @@ class ModelMetrics(BaseModel):
     rolling_log_loss: float | None = Field(
         None, description="log loss over the last 1,000 examples"
     )
+    members: list[dict[str, Any]] | None = Field(
+        None,
+        description="ensemble models: each member's algorithm, params, weight, examples_seen, "
+        "mistakes and log_loss",
+    )
     version: int
     lag: int
     last_update: float | None

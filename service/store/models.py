@@ -24,7 +24,7 @@ from service.store.codec import StateValue, decode_state, encode_state
 from service.store.connection import connect
 from service.store.keys import Keys, validate_model_name
 from service.store.streams import StreamOps
-from service.store.versions import HISTORY_MAXLEN, VersionOps, decode_figures
+from service.store.versions import HISTORY_MAXLEN, QUALITY_FIGURES, VersionOps, decode_figures
 
 DEAD_MAXLEN = 1_000  # approximate (MAXLEN ~): the newest dead letters
 
@@ -69,7 +69,8 @@ class DeadLetter:
 class Quality:
     """The progressive quality committed with the learner: the tracker's exact ``state``
     (stored as ``quality_state``) and its ``figures`` (``auc``, ``rolling_auc``,
-    ``log_loss``, ``rolling_log_loss``…, stored as the JSON ``quality``)."""
+    ``log_loss``, ``rolling_log_loss``…, plus ``members`` for an ensemble; stored as the
+    JSON ``quality``). History points keep the four figures alone."""
 
     state: Mapping[str, StateValue]
     figures: Mapping[str, Any]
@@ -306,6 +307,9 @@ class Store(StreamOps, VersionOps):
                 len(dead),
                 orjson.dumps(dict(quality.figures)) if quality is not None else b"",
                 encode_state(quality.state) if quality is not None else b"",
+                orjson.dumps({k: quality.figures.get(k) for k in QUALITY_FIGURES})
+                if quality is not None
+                else b"",
                 *dead_args,
             ],
         )

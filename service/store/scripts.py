@@ -186,6 +186,7 @@ COMMIT = (
 --       13 keep versions, 14 events channel, 15 version base, 16 history maxlen,
 --       17 dead maxlen, 18 the writer's epoch, 19 lease ttl ms, 20 n dead,
 --       21 quality figures (JSON, '' = none), 22 quality tracker state blob,
+--       23 the history point's quality figures (JSON, a subset of 21),
 --       then (entry id, reason, payload) per dead entry
 -- The writer is fenced by the epoch: the lease must hold its token, or have expired with
 -- nobody taking it since (epoch unchanged) — then the commit re-takes it.
@@ -207,7 +208,7 @@ if ARGV[21] ~= '' then
 end
 local nd = tonumber(ARGV[20])
 for i = 0, nd - 1 do
-  local b = 23 + 3 * i
+  local b = 24 + 3 * i
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[17], '*', 'entry', ARGV[b],
     'reason', ARGV[b + 1], 'payload', ARGV[b + 2])
 end
@@ -215,7 +216,7 @@ if ARGV[9] ~= '' then redis.call('XTRIM', KEYS[3], 'MINID', ARGV[9]) end
 if ARGV[10] == '1' then
   if ARGV[21] ~= '' then
     redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', 'examples_seen', ARGV[5],
-      'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now, 'quality', ARGV[21])
+      'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now, 'quality', ARGV[23])
   else
     redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', 'examples_seen', ARGV[5],
       'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now)

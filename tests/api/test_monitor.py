@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 import orjson
+import pytest
 
 from service.api.drift import DriftTracker
 from service.evaluate import evaluate_file
@@ -169,3 +171,40 @@ async def test_live_quality_equals_evaluate_for_the_same_file(
         assert live[key] == getattr(report, key), key  # same code, same margins: to the bit
     assert report.auc is not None and 0.6 < report.auc < 1.0
     assert abs(live["auc"] - report.auc) <= live["auc_error_bound"]
+
+
+async def test_ensemble_members_are_shown_in_the_metrics(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A learner with ``member_metrics()`` (the ensemble) gets its members committed with the
+    quality figures and shown as ``members``; history points stay small (no members)."""
+    import workers.trainer as trainer
+
+    members = [
+        {"algorithm": "pa1", "params": {"C": 1.0}, "weight": 0.75, "examples_seen": 40,
+         "mistakes": 3, "log_loss": 0.2},
+        {"algorithm": "perceptron", "params": {}, "weight": 0.25, "examples_seen": 40,
+         "mistakes": 9, "log_loss": 0.9},
+    ]  # fmt: skip
+    real = trainer.build_learner
+
+    def with_members(spec: Any) -> Any:
+        learner = real(spec)
+        learner.member_metrics = lambda: members
+        return learner
+
+    monkeypatch.setattr(trainer, "build_learner", with_members)
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        await c.post("/models/m/examples", json={"examples": [dense(i) for i in range(40)]})
+        await learn_all(settings)
+        m = (await c.get("/models/m/metrics")).json()
+        assert m["members"] == members and m["auc"] is not None
+        h = (await c.get("/models/m/history")).json()["points"]
+        assert "members" not in h[-1] and h[-1]["auc"] == m["auc"]
+        assert (await c.put("/models/k", json=BINARY_SPEC)).status_code == 201
+    monkeypatch.setattr(trainer, "build_learner", real)
+    async with running(settings) as (_, c):
+        await c.post("/models/k/examples", json={"examples": [dense(i) for i in range(4)]})
+        await learn_all(settings)
+        assert (await c.get("/models/k/metrics")).json()["members"] is None

@@ -68,6 +68,7 @@ async def model_metrics(m: ModelName, state: StateDep, backend: BackendDep) -> F
             "mistake_rate": mistakes / seen if seen else 0.0,
             "rolling_mistake_rate": rolling_rate(recent, seen, mistakes),
             **{k: quality.get(k) for k in QUALITY},
+            "members": quality.get("members"),
             "version": int(row["version"]),
             "lag": int(row["lag"]),
             "last_update": row.get("last_update"),

@@ -370,6 +370,42 @@
     $("updated-at").textContent = m.last_update ? "last update " + fmtAgo(m.last_update) : "";
   }
 
+  // An ensemble's members (metrics.members): who carries the weight, who is winning.
+  function renderMembers(members) {
+    const card = $("members-card");
+    card.classList.toggle("hidden", !Array.isArray(members) || members.length === 0);
+    if (card.classList.contains("hidden")) return;
+    const score = (m) => (num(m.weight) !== null ? +m.weight : -(num(m.log_loss) ?? Infinity));
+    const lead = members.reduce((best, m, i) => (score(m) > score(members[best]) ? i : best), 0);
+    const wmax = Math.max(1e-12, ...members.map((m) => num(m.weight) ?? 0));
+    $("members").replaceChildren(...members.map((m, i) => {
+      const tr = document.createElement("tr");
+      tr.dataset.member = i;
+      const params = Object.entries(m.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+      const cells = [
+        (m.algorithm || "?") + (params ? ` (${params})` : ""),
+        null,
+        fmtInt(m.examples_seen),
+        fmtInt(m.mistakes),
+        fmtFixed(m.log_loss, 3),
+      ];
+      cells.forEach((c, j) => {
+        const td = document.createElement("td");
+        if (j === 1) {
+          const bar = document.createElement("span");
+          bar.className = "bar";
+          bar.style.width = Math.round(60 * (num(m.weight) ?? 0) / wmax) + "px";
+          td.append(bar, fmtFixed(m.weight, 3));
+        } else td.textContent = c;
+        tr.appendChild(td);
+      });
+      const badge = document.createElement("td");
+      if (i === lead) badge.innerHTML = '<span class="badge leading">leading</span>';
+      tr.appendChild(badge);
+      return tr;
+    }));
+  }
+
   function versionNumber(v) {
     return typeof v === "number" ? v : +(v.version ?? v.n ?? v.number);
   }
@@ -508,6 +544,7 @@
     const points = historyPoints(history);
     renderCharts(points);
     renderQuality(points, metrics);
+    renderMembers(metrics.members);
     renderVersions(name, versions, metrics);
   }
 
