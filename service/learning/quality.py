@@ -184,6 +184,10 @@ def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     return (r_pos - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
 
 
+STATE_KEYS = ("window", "examples", "loss_sum", "buckets", "counts", "window_margins",
+              "window_labels")  # fmt: skip
+
+
 class QualityTracker:
     """Progressive ROC AUC and log loss of a binary model's served scores (module docstring).
 
@@ -295,7 +299,11 @@ class QualityTracker:
         }
 
     def set_state(self, state: Mapping[str, Any]) -> None:
-        """Load :meth:`get_state`'s output (checked first: a bad state changes nothing)."""
+        """Load :meth:`get_state`'s output (checked first: a bad state changes nothing);
+        ``ValueError`` if it is not one."""
+        missing = sorted(set(STATE_KEYS) - set(state))
+        if missing:
+            raise ValueError(f"quality state lacks {missing}")
         window = int(state["window"])
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
@@ -325,7 +333,7 @@ class QualityTracker:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> QualityTracker:
-        t = cls(int(state["window"]))
+        t = cls()
         t.set_state(state)
         return t
 

@@ -120,4 +120,6 @@ def test_bad_input_and_bad_state_are_refused() -> None:
     before = t.summary()
     with pytest.raises(ValueError, match="add up"):
         t.set_state(state)
+    with pytest.raises(ValueError, match="lacks"):
+        QualityTracker.from_state({"window": 3})
     assert t.summary() == before
