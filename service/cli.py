@@ -207,7 +207,11 @@ def demo(
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
     data: Annotated[
-        Path | None, typer.Option(help="Spambase directory (default: ../shared/data/spambase).")
+        Path | None,
+        typer.Option(
+            help="A directory holding Spambase (stream.jsonl or spambase.jsonl.gz); "
+            "default: the copy shipped with streamlearn."
+        ),
     ] = None,
     model: Annotated[str, typer.Option(help="Name of the demo model.")] = "spambase",
     rate: Annotated[
@@ -341,8 +345,7 @@ def evaluate(
 
     Prints examples, mistakes, updates, mistake rate, ROC AUC (binary) and throughput.
 
-    Example:  streamlearn evaluate ../shared/data/spambase/stream.jsonl --order
-    ../shared/data/spambase/order_shuffled_seed0.txt --algorithm pa1 --classes ham,spam
+    Example:  streamlearn evaluate mail.jsonl.gz --algorithm pa1 --classes ham,spam
     """
     import json
 

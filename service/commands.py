@@ -157,8 +157,7 @@ def run_demo(
     limit: int | None = None,
 ) -> Metrics:
     """Create the demo model and replay Spambase into it, shuffled, at a watchable pace."""
-    directory = find_spambase(data)
-    order = directory / "order_shuffled_seed0.txt"
+    stream, order = find_spambase(data)
     try:
         client.create_model(model, DEMO_SPEC)
     except ClientError as e:
@@ -166,18 +165,18 @@ def run_demo(
             raise
         console.print(f"[yellow]model {model!r} exists with another spec; replaying into it[/]")
     console.print(
-        f"Replaying Spambase ({directory}) into model [bold]{model}[/]"
+        f"Replaying Spambase ({stream}) into model [bold]{model}[/]"
         + (f" at about {rate:,.0f} examples/s" if rate > 0 else "")
         + f" — watch it learn at {client.base_url}/#{model}"
     )
     return run_replay(
         client,
         console,
-        directory / "stream.jsonl",
+        stream,
         model,
         fmt_name="ndjson",
         batch_size=batch_size,
-        order=order if order.is_file() else None,
+        order=order,
         rate=rate,
         limit=limit,
     )

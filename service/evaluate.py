@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from service.datasets import base_suffix, open_binary, read_text
 from service.errors import InvalidExample, StreamlearnError
 from service.learning.features import Batch, Labels
 from service.learning.linear import Learner
@@ -189,7 +190,7 @@ def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str
 def iter_ndjson(path: Path, chunk: int) -> Iterator[list[dict[str, Any]]]:
     """The examples of an NDJSON file in lists of ``chunk`` (blank lines skipped), streamed."""
     group: list[dict[str, Any]] = []
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -214,7 +215,7 @@ def _chunked(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, 
 
 def read_order(path: Path) -> list[str]:
     """One id per line (blank lines skipped)."""
-    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    return [line.strip() for line in read_text(path).splitlines() if line.strip()]
 
 
 def svmlight_labels(parsed: Parsed, labels: Labels) -> np.ndarray:
@@ -346,7 +347,7 @@ def evaluate_file(
     if chunk < 1:
         raise EvaluationError(f"chunk must be >= 1, got {chunk}")
     fmt = fmt or (
-        "svmlight" if path.suffix in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
+        "svmlight" if base_suffix(path) in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
     )
     if fmt not in ("ndjson", "svmlight"):
         raise EvaluationError(f"--format must be ndjson or svmlight, got {fmt!r}")
@@ -358,9 +359,9 @@ def evaluate_file(
             raise EvaluationError(
                 "svmlight indices are used as given: --bits, --preset and --text do not apply"
             )
-        parsed = parse_svmlight(
-            path.read_bytes(), normalize=normalize, transform=transform or "none"
-        )
+        with open_binary(path) as fh:
+            raw = fh.read()
+        parsed = parse_svmlight(raw, normalize=normalize, transform=transform or "none")
         size = max(dim or 0, parsed.max_index + 1, 1)
         if dim is not None and parsed.max_index >= dim:
             raise EvaluationError(
@@ -442,7 +443,7 @@ def evaluate_file(
 def count_examples(path: Path, fmt: str | None) -> int:
     """A cheap count of the examples in a file (non-blank lines), for a progress bar total."""
     count = 0
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         while block := fh.read(1 << 24):
             count += block.count(b"\n")
     return count

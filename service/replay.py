@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from service.client import Client, ClientError, Metrics
+from service.datasets import SPAMBASE, SPAMBASE_ORDER, base_suffix, open_binary, read_text
 
 FORMATS = ("ndjson", "svmlight")
 RETRY_STATUSES = (429, 503)
@@ -38,20 +39,22 @@ class ReplayResult:
 def guess_format(path: Path) -> str:
     """``svmlight`` for .svm/.svmlight/.libsvm/.txt files, else ``ndjson``.
 
-    >>> guess_format(Path("train.svm")), guess_format(Path("stream.jsonl"))
+    Compressed files are named by what they hold: ``train.svm.gz`` is svmlight.
+
+    >>> guess_format(Path("train.svm")), guess_format(Path("stream.jsonl.gz"))
     ('svmlight', 'ndjson')
     """
-    return (
-        "svmlight" if path.suffix.lower() in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
-    )
+    suffix = base_suffix(path)
+    return "svmlight" if suffix in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
 
 
 def read_lines(path: Path, fmt: str) -> list[bytes]:
-    """The non-blank, non-comment lines of the file, without their line ends."""
+    """The non-blank, non-comment lines of the file (.gz/.bz2/.xz decompressed), without their
+    line ends."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
     out = []
-    with path.open("rb") as f:
+    with open_binary(path) as f:
         for n, raw in enumerate(f):
             line = raw.strip()
             if n == 0 and line.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
@@ -63,7 +66,7 @@ def read_lines(path: Path, fmt: str) -> list[bytes]:
 
 def read_order(path: Path) -> list[str]:
     """Ids, one a line (blank lines ignored)."""
-    return [s.strip() for s in path.read_text().splitlines() if s.strip()]
+    return [s.strip() for s in read_text(path).splitlines() if s.strip()]
 
 
 def apply_order(
@@ -148,26 +151,25 @@ def wait_learned(client: Client, model: str, *, timeout: float = 60.0) -> Metric
     return metrics
 
 
-def find_spambase(explicit: Path | None = None) -> Path:
-    """The Spambase directory: ``explicit``, else ``../shared/data/spambase`` beside the repo
-    (or beside the current directory)."""
-    candidates = [explicit] if explicit is not None else []
-    repo = Path(__file__).resolve().parents[1]
-    candidates += [
-        repo.parent / "shared" / "data" / "spambase",
-        Path.cwd().parent / "shared" / "data" / "spambase",
-        Path.cwd() / "shared" / "data" / "spambase",
-    ]
-    for c in candidates:
-        if c is not None and (c / "stream.jsonl").is_file():
-            return c
-        if c is not None and c.is_file() and c.name.endswith(".jsonl"):
-            return c.parent
-    raise FileNotFoundError(
-        "Spambase not found (looked for stream.jsonl in "
-        + ", ".join(str(c) for c in candidates if c is not None)
-        + "); pass --data DIR"
-    )
+def find_spambase(explicit: Path | None = None) -> tuple[Path, Path | None]:
+    """Spambase's examples and order files: from ``explicit`` (a directory holding
+    ``stream.jsonl`` or ``spambase.jsonl.gz``, or the examples file itself), else the copy
+    shipped in the package."""
+    if explicit is None:
+        return SPAMBASE, SPAMBASE_ORDER
+    if explicit.is_file():
+        directory, stream = explicit.parent, explicit
+    else:
+        directory = explicit
+        found = [p for p in (explicit / "stream.jsonl", explicit / SPAMBASE.name) if p.is_file()]
+        if not found:
+            raise FileNotFoundError(
+                f"Spambase not found in {explicit} (looked for stream.jsonl and "
+                f"{SPAMBASE.name}); leave out --data to use the copy shipped with streamlearn"
+            )
+        stream = found[0]
+    orders = [directory / "order_shuffled_seed0.txt", directory / SPAMBASE_ORDER.name]
+    return stream, next((o for o in orders if o.is_file()), None)
 
 
 __all__ = [

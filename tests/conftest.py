@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 REDIS_URL = os.environ.get("STREAMLEARN_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-SPAMBASE = SHARED_DATA / "spambase" / "stream.jsonl"
-SPAMBASE_ORDER = SHARED_DATA / "spambase" / "order_shuffled_seed0.txt"
+SPAMBASE = Path(__file__).resolve().parents[1] / "service" / "data" / "spambase.jsonl.gz"
+SPAMBASE_ORDER = SPAMBASE.with_name("spambase_order.txt")
 
 
 @pytest.fixture
@@ -61,15 +60,16 @@ def settings(redis_url: str, key_prefix: str):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def spambase_path() -> Path:
-    if not SPAMBASE.exists():
-        pytest.skip(f"Spambase not found at {SPAMBASE}")
+    """The Spambase shipped in the package (gzipped NDJSON); a test fails if it is missing."""
+    if not SPAMBASE.is_file():
+        pytest.fail(f"Spambase is missing at {SPAMBASE}: it ships with the package")
     return SPAMBASE
 
 
 @pytest.fixture
 def spambase_order_path() -> Path:
-    if not SPAMBASE_ORDER.exists():
-        pytest.skip(f"Spambase order not found at {SPAMBASE_ORDER}")
+    if not SPAMBASE_ORDER.is_file():
+        pytest.fail(f"Spambase's order is missing at {SPAMBASE_ORDER}: it ships with the package")
     return SPAMBASE_ORDER
 
 

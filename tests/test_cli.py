@@ -211,7 +211,7 @@ def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_pat
     from service.learning.spec import ModelSpec
     from tests.live_service import live_service
 
-    order = read_lines(spambase_path.parent / "order_shuffled_seed0.txt", "ndjson")
+    order = read_lines(spambase_path.with_name("spambase_order.txt"), "ndjson")
     lines = apply_order(read_lines(spambase_path, "ndjson"), [o.decode() for o in order])
     spec = ModelSpec.from_dict(DEMO_SPEC)
     learner = spec.build_learner()
@@ -220,7 +220,7 @@ def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_pat
     with live_service(settings) as live:
         r = runner.invoke(
             app,
-            ["demo", "--url", live.url, "--data", str(spambase_path.parent), "--rate", "0"],
+            ["demo", "--url", live.url, "--rate", "0"],
             terminal_width=200,
         )
         assert r.exit_code == 0, r.output
