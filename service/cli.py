@@ -168,7 +168,10 @@ def api(
 @app.command()
 def replay(
     file: Annotated[
-        Path, typer.Argument(exists=True, dir_okay=False, help="NDJSON or svmlight file.")
+        Path,
+        typer.Argument(
+            exists=True, dir_okay=False, help="NDJSON or svmlight file (.gz, .bz2, .xz too)."
+        ),
     ],
     model: Annotated[str, typer.Option("--model", "-m", help="Model to post to.")],
     url: UrlOpt = DEFAULT_SERVICE_URL,
@@ -189,6 +192,9 @@ def replay(
     ] = 60.0,
 ) -> None:
     """Post a file of examples to a running service, with a progress bar and final metrics.
+
+    Keys an example does not have (a file's own metadata) are dropped from NDJSON lines, and
+    counted; meta is kept.
 
     Example:  streamlearn replay stream.jsonl --model spam --order order.txt --batch-size 1000
     """
@@ -299,7 +305,10 @@ def rollback(
 @app.command()
 def evaluate(
     file: Annotated[
-        Path, typer.Argument(help="NDJSON or svmlight file.", exists=True, dir_okay=False)
+        Path,
+        typer.Argument(
+            help="NDJSON or svmlight file (.gz, .bz2, .xz too).", exists=True, dir_okay=False
+        ),
     ],
     algorithm: Annotated[
         str | None, typer.Option("--algorithm", "-a", help="Algorithm name (see the registry).")
@@ -343,7 +352,8 @@ def evaluate(
 ) -> None:
     """Progressive validation of a file: predict each example, then learn it, in order.
 
-    Prints examples, mistakes, updates, mistake rate, ROC AUC (binary) and throughput.
+    Prints examples, mistakes, updates, mistake rate, ROC AUC (binary) and throughput. Keys
+    an example does not have (a file's own metadata) are dropped, and counted.
 
     Example:  streamlearn evaluate mail.jsonl.gz --algorithm pa1 --classes ham,spam
     """

@@ -25,8 +25,10 @@ from rich.progress import (
 from rich.table import Table
 
 from service.client import Client, ClientError, Metrics
+from service.evaluate import dropped_summary
 from service.replay import (
     apply_order,
+    drop_unknown_keys,
     find_spambase,
     guess_format,
     read_lines,
@@ -122,6 +124,9 @@ def run_replay(
         lines = apply_order(lines, read_order(order), source=str(path))
     if limit is not None:
         lines = lines[:limit]
+    dropped: dict[str, int] = {}
+    if kind == "ndjson":
+        lines, dropped = drop_unknown_keys(lines)
     client.get_model(model)  # fail early (404) before the bar starts
     with progress(console) as bar:
         task = bar.add_task(f"replay → {model}", total=len(lines), rate="–")
@@ -141,6 +146,8 @@ def run_replay(
         + (f", {result.retries} retries after 429/503" if result.retries else "")
         + ")"
     )
+    if dropped:
+        console.print(f"unknown keys dropped: {dropped_summary(dropped)}")
     metrics = wait_learned(client, model, timeout=wait) if wait > 0 else client.metrics(model)
     console.print(metrics_table(model, metrics))
     return metrics

@@ -10,6 +10,7 @@ of failing.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import orjson
 
 from service.client import Client, ClientError, Metrics
 from service.datasets import SPAMBASE, SPAMBASE_ORDER, base_suffix, open_binary, read_text
+from service.learning.features import ALLOWED_KEYS
 
 FORMATS = ("ndjson", "svmlight")
 RETRY_STATUSES = (429, 503)
@@ -67,6 +69,28 @@ def read_lines(path: Path, fmt: str) -> list[bytes]:
 def read_order(path: Path) -> list[str]:
     """Ids, one a line (blank lines ignored)."""
     return [s.strip() for s in read_text(path).splitlines() if s.strip()]
+
+
+def drop_unknown_keys(lines: Sequence[bytes]) -> tuple[list[bytes], dict[str, int]]:
+    """NDJSON lines without the keys an example does not have (a file's own metadata), and
+    how many lines carried each dropped key; lines that need no change are kept as they are.
+
+    >>> drop_unknown_keys([b'{"text": "hi", "label": 1, "src": "a"}', b'{"label": 1}'])
+    ([b'{"text":"hi","label":1}', b'{"label": 1}'], {'src': 1})
+    """
+    out: list[bytes] = []
+    dropped: Counter[str] = Counter()
+    for line in lines:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            out.append(line)  # the server names the bad line
+            continue
+        if isinstance(obj, dict) and not obj.keys() <= ALLOWED_KEYS:
+            dropped.update(str(k) for k in obj.keys() - ALLOWED_KEYS)
+            line = orjson.dumps({k: v for k, v in obj.items() if k in ALLOWED_KEYS})
+        out.append(line)
+    return out, dict(sorted(dropped.items()))
 
 
 def apply_order(
@@ -175,6 +199,7 @@ def find_spambase(explicit: Path | None = None) -> tuple[Path, Path | None]:
 __all__ = [
     "ReplayResult",
     "apply_order",
+    "drop_unknown_keys",
     "find_spambase",
     "guess_format",
     "read_lines",

@@ -229,3 +229,35 @@ def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_pat
     assert metrics["examples_seen"] == len(lines) == 4601
     assert metrics["mistakes"] == int(offline.sum())
     assert metrics["mistake_rate"] < 0.10  # the demo shows a filter that works
+
+
+def test_replay_drops_keys_an_example_does_not_have_and_says_how_many(tmp_path: Path) -> None:
+    """A file's own metadata (extra keys per line) would be a 422 over HTTP: replay drops
+    it, keeps ``meta``, and counts what it dropped; a .gz file is read as it is."""
+    import gzip
+    import io
+
+    from rich.console import Console
+
+    from service.commands import run_replay
+
+    rows = [
+        {"id": f"e{i}", "text": "hi", "label": 1, "source": "a", "meta": {"i": i}} for i in range(5)
+    ]
+    path = tmp_path / "tagged.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n".join(orjson.dumps(r) for r in rows)))
+    posted: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            posted.extend(orjson.loads(x) for x in request.content.splitlines())
+            return httpx.Response(202, json={"accepted": 5, "duplicates": 0})
+        if request.url.path.endswith("/metrics"):
+            return httpx.Response(200, json={"examples_seen": 5, "lag": 0})
+        return httpx.Response(200, json={"name": "m", "spec": {}, "version": 0})
+
+    out = io.StringIO()
+    with Client("http://sl.test", transport=httpx.MockTransport(handler)) as c:
+        run_replay(c, Console(file=out, width=200), path, "m", wait=0)
+    assert posted == [{k: v for k, v in r.items() if k != "source"} for r in rows]
+    assert "unknown keys dropped: source (5 lines)" in out.getvalue()

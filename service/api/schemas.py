@@ -32,6 +32,7 @@ class Example(BaseModel):
     text: str | None = None
     label: Label | None = None
     id: str | None = None
+    meta: Any = Field(default=None, description="any JSON, ignored by learning")
 
 
 class ExampleBatch(BaseModel):

@@ -165,3 +165,26 @@ async def test_body_over_the_limit_is_413_while_reading(settings: Settings) -> N
         streamed = await c.post("/models/m/examples", content=chunks())
         assert_error(streamed, 413, "payload_too_large", "max_body_bytes")
     assert (await store_metrics(settings, "m"))["appended"] == 0
+
+
+async def test_meta_is_accepted_and_ignored_any_other_unknown_key_is_422(
+    model: httpx.AsyncClient, settings: Settings
+) -> None:
+    tagged = [{**dense(i), "meta": [{"from": "crm"}, 7, None][i % 3]} for i in range(6)]
+    r = await model.post("/models/m/examples", json={"examples": tagged})
+    assert r.status_code == 202, r.text
+    err = assert_error(
+        await model.post("/models/m/examples", json={**dense(0), "source": "crm"}),
+        422,
+        "invalid_example",
+        "source",
+    )
+    assert err["field"] == "source"
+    await learn_all(settings)
+    plain = await model.post("/models/m/predict", json={"features": [1.0, 0.0, 0.0, 1.0]})
+    with_meta = await model.post(
+        "/models/m/predict", json={"features": [1.0, 0.0, 0.0, 1.0], "meta": {"x": 1}}
+    )
+    assert with_meta.status_code == 200, with_meta.text
+    assert with_meta.json()["margin"] == plain.json()["margin"]
+    assert (await store_metrics(settings, "m"))["examples_seen"] == 6
