@@ -32,7 +32,7 @@ def open_binary(path: Path) -> IO[bytes]:
     opener = COMPRESSED.get(path.suffix.lower())
     if opener is None:
         return path.open("rb")
-    return opener(path, "rb")  # type: ignore[no-any-return, operator]
+    return opener(path, "rb")  # type: ignore[operator]
 
 
 def base_suffix(path: Path) -> str:
