@@ -51,6 +51,12 @@ class InvalidExample(StreamlearnError):
     code = "invalid_example"
 
 
+class InvalidRequest(StreamlearnError):
+    """A query parameter (or another part of a request that is not an example) is invalid."""
+
+    code = "invalid_request"
+
+
 class MalformedBody(StreamlearnError):
     """The body cannot be parsed at all (bad JSON, NDJSON or svmlight)."""
 

@@ -41,7 +41,16 @@ class ExampleBatch(BaseModel):
 
 class Accepted(BaseModel):
     accepted: int = Field(description="examples accepted (repeated ids count, learned once)")
-    ids: list[str | None] = Field(description="each example's id as given (null where none)")
+    duplicates: int = Field(
+        description="of them, examples whose id was already accepted (not learned again)"
+    )
+    ids: list[str | None] | None = Field(
+        default=None,
+        description="each example's id as given (null where none); only when the request gave ids",
+    )
+    version: int | None = Field(
+        default=None, description="with ?wait: the first version that covers these examples"
+    )
 
 
 class Prediction(BaseModel):

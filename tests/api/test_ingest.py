@@ -21,7 +21,7 @@ async def test_every_format_is_accepted_and_learned(
     model: httpx.AsyncClient, settings: Settings
 ) -> None:
     one = await model.post("/models/m/examples", json=dense(1))
-    assert one.status_code == 202 and one.json() == {"accepted": 1, "ids": [None]}
+    assert one.status_code == 202 and one.json() == {"accepted": 1, "duplicates": 0}
     batch = await model.post("/models/m/examples", json={"examples": [dense(i) for i in range(4)]})
     assert batch.json()["accepted"] == 4
     nd = b"\n".join(orjson.dumps(dense(i)) for i in range(3))
@@ -119,11 +119,18 @@ async def test_repeated_ids_get_the_same_answer_and_are_learned_once(
     first = await model.post("/models/m/examples", json={"examples": examples})
     again = await model.post("/models/m/examples", json={"examples": examples})
     assert first.status_code == again.status_code == 202
-    assert first.json() == again.json() == {"accepted": 6, "ids": [f"e{i}" for i in range(6)]}
+    ids = [f"e{i}" for i in range(6)]
+    assert first.json() == {"accepted": 6, "duplicates": 0, "ids": ids}
+    assert again.json() == {"accepted": 6, "duplicates": 6, "ids": ids}
     within = await model.post("/models/m/examples", json={"examples": [examples[0], examples[0]]})
-    assert within.json() == {"accepted": 2, "ids": ["e0", "e0"]}
+    assert within.json() == {"accepted": 2, "duplicates": 2, "ids": ["e0", "e0"]}
+    fresh = await model.post("/models/m/examples", json={**dense(0), "id": "new"})
+    assert fresh.json() == {"accepted": 1, "duplicates": 0, "ids": ["new"]}
+    mixed = [{**dense(i), "id": f"x{i}"} for i in range(70)]  # past the micro-batching size
+    big = await model.post("/models/m/examples", json={"examples": [*examples, *mixed, *mixed]})
+    assert big.json()["duplicates"] == 6 + 70
     await learn_all(settings)
-    assert (await store_metrics(settings, "m"))["examples_seen"] == 6
+    assert (await store_metrics(settings, "m"))["examples_seen"] == 6 + 1 + 70
 
 
 async def test_lag_over_the_limit_is_429_with_retry_after(settings: Settings) -> None:
