@@ -188,7 +188,12 @@ def replay(
     ] = None,
     rate: Annotated[float, typer.Option(min=0, help="Pace in examples/s (0 = full speed).")] = 0.0,
     wait: Annotated[
-        float, typer.Option(min=0, help="Seconds to wait for the worker to catch up.")
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds to wait until everything posted is learned and served (the last "
+            "request waits up to 30 s for the version that covers it; 0 = do not wait).",
+        ),
     ] = 60.0,
 ) -> None:
     """Post a file of examples to a running service, with a progress bar and final metrics.

@@ -24,7 +24,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from service.client import Client, ClientError, Metrics
+from service.client import MAX_WAIT_S, Client, ClientError, Metrics
 from service.evaluate import dropped_summary
 from service.replay import (
     apply_order,
@@ -138,17 +138,30 @@ def run_replay(
             bar.update(task, advance=n, rate=f"{done / elapsed:,.0f}")
 
         result = replay(
-            client, model, lines, fmt=kind, batch_size=batch_size, rate=rate, on_batch=advance
-        )
+            client, model, lines, fmt=kind, batch_size=batch_size, rate=rate, on_batch=advance,
+            wait=min(wait, MAX_WAIT_S) if wait > 0 else None, start=start,
+        )  # fmt: skip
+        bar.update(task, rate=f"{result.rate:,.0f}")  # the bar ends on the summary's figure
     console.print(
         f"posted [bold]{result.posted:,}[/] examples in {result.requests:,} requests, "
         f"{result.seconds:.2f} s ({result.rate:,.0f} examples/s"
         + (f", {result.retries} retries after 429/503" if result.retries else "")
         + ")"
     )
+    console.print(
+        f"{result.new:,} new, {result.duplicates:,} already learned"
+        + (" (their ids were accepted before: not learned again)" if result.duplicates else "")
+    )
     if dropped:
         console.print(f"unknown keys dropped: {dropped_summary(dropped)}")
-    metrics = wait_learned(client, model, timeout=wait) if wait > 0 else client.metrics(model)
+    if result.version is not None:
+        console.print(f"learned: version {result.version:,} serves all of it")
+        metrics = client.metrics(model)
+    else:
+        left = wait - MAX_WAIT_S if wait > MAX_WAIT_S else 0.0
+        metrics = wait_learned(client, model, timeout=left) if left > 0 else client.metrics(model)
+        if wait > 0 and metrics.get("lag") not in (0, None):
+            console.print(f"[yellow]not all learned after {wait:g} s (lag {metrics['lag']:,})[/]")
     console.print(metrics_table(model, metrics))
     return metrics
 

@@ -32,6 +32,12 @@ class ReplayResult:
     requests: int
     seconds: float
     retries: int
+    duplicates: int = 0  # already learned (their ids were accepted before): not learned again
+    version: int | None = None  # with wait: the version that serves everything posted
+
+    @property
+    def new(self) -> int:
+        return self.posted - self.duplicates
 
     @property
     def rate(self) -> float:
@@ -132,17 +138,27 @@ def replay(
     rate: float = 0.0,
     on_batch: Callable[[int], None] | None = None,
     max_retries: int = 100,
+    wait: float | None = None,
+    start: float | None = None,
 ) -> ReplayResult:
-    """Post ``lines`` in batches; ``rate`` > 0 paces the posts to about that many examples/s."""
+    """Post ``lines`` in batches; ``rate`` > 0 paces the posts to about that many examples/s.
+
+    ``wait`` (seconds, at most 30): the last batch asks the server to answer once a version
+    covering it (and so everything before it) is served; that version is in the result.
+    ``start`` (a ``time.perf_counter()`` value) is when the clock of the rate started.
+    """
     if rate < 0:
         raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {rate}")
-    start = time.perf_counter()
-    posted = requests = retries = 0
-    for chunk in batches(lines, batch_size):
+    start = time.perf_counter() if start is None else start
+    posted = requests = retries = duplicates = 0
+    version: int | None = None
+    chunks = list(batches(lines, batch_size))
+    for n, chunk in enumerate(chunks, 1):
         body = b"\n".join(chunk) + b"\n"
+        last_wait = wait if n == len(chunks) else None
         for attempt in range(max_retries + 1):
             try:
-                client.learn_raw(model, body, fmt)
+                answer = client.learn_raw(model, body, fmt, wait=last_wait)
                 break
             except ClientError as e:
                 if e.status not in RETRY_STATUSES or attempt == max_retries:
@@ -156,13 +172,17 @@ def replay(
                 time.sleep(min(max(e.retry_after or 0.5, 0.05), MAX_BACKOFF_S))
         requests += 1
         posted += len(chunk)
+        if isinstance(answer, dict):
+            duplicates += int(answer.get("duplicates", 0))
+            version = answer.get("version", version)
         if on_batch is not None:
             on_batch(len(chunk))
         if rate > 0:
             ahead = posted / rate - (time.perf_counter() - start)
             if ahead > 0:
                 time.sleep(ahead)
-    return ReplayResult(posted, requests, time.perf_counter() - start, retries)
+    seconds = time.perf_counter() - start
+    return ReplayResult(posted, requests, seconds, retries, duplicates, version)
 
 
 def wait_learned(client: Client, model: str, *, timeout: float = 60.0) -> Metrics:

@@ -4,6 +4,7 @@ a live service (typer's CliRunner, in process)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -168,7 +169,20 @@ def test_client_commands_against_live_service(settings, tmp_path: Path) -> None:
         )
         assert r.exit_code == 0, r.output
         assert "posted 40 examples in 6 requests" in r.output
+        assert "40 new, 0 already learned" in r.output
+        assert re.search(r"learned: version \d+ serves all of it", r.output), r.output
         assert "examples seen" in r.output and "40" in r.output
+        assert "lag" in r.output and re.search(r"lag\s+│\s+0 ", r.output), r.output
+
+        again = runner.invoke(
+            app, ["replay", str(data), "--model", "cli", *url], terminal_width=200
+        )
+        assert again.exit_code == 0, again.output
+        assert "0 new, 40 already learned" in again.output, again.output
+        rates = re.findall(r"([\d,]+) (?:ex|examples)/s", again.output)
+        assert len(rates) == 2 and rates[0] == rates[1], f"bar and summary rates differ: {rates}"
+        with Client(live.url) as c:
+            assert c.metrics("cli")["examples_seen"] == 40
 
         r = runner.invoke(app, ["models", *url], terminal_width=200)
         assert r.exit_code == 0 and "cli" in r.output, r.output
