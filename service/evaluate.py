@@ -415,8 +415,14 @@ def evaluate_file(
                 except InvalidExample as e:
                     where = start + (e.index or 0)
                     what = "example" if order is not None else "example number"
+                    hint = ""
+                    if e.field == "label" and classes is None and "not one of" in e.message:
+                        hint = (
+                            "; name the file's classes with --classes, negative class first "
+                            "(e.g. --classes ham,spam)"
+                        )
                     raise EvaluationError(
-                        f"{path}: {what} {where + 1}: {e.field}: {e.message}"
+                        f"{path}: {what} {where + 1}: {e.field}: {e.message}{hint}"
                     ) from e
                 start += len(group)
 

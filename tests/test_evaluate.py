@@ -379,3 +379,20 @@ def test_compressed_files_and_unknown_keys_are_evaluated_as_they_are(tmp_path: P
     )  # fmt: skip
     assert table.exit_code == 0, table.output
     assert "unknown keys dropped" in table.stdout and "source (600 lines)" in table.stdout
+
+
+def test_named_labels_without_classes_say_which_flag_to_pass(tmp_path: Path) -> None:
+    mail = tmp_path / "mail.jsonl"
+    mail.write_text(
+        '{"text": "cheap pills", "label": "spam"}\n{"text": "lunch?", "label": "ham"}\n'
+    )
+    result = CliRunner().invoke(app, ["evaluate", str(mail), "--algorithm", "pa1"])
+    said = " ".join(result.output.split())  # rich wraps to its width
+    assert result.exit_code != 0
+    assert "--classes ham,spam" in said and "label 'spam'" in said, said
+    ok = CliRunner().invoke(
+        app, ["evaluate", str(mail), "--algorithm", "pa1", "--classes", "ham,spam", "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    preset = CliRunner().invoke(app, ["evaluate", str(mail), "--preset", "spam", "--json"])
+    assert preset.exit_code == 0, preset.output  # the spam preset's classes are ham, spam

@@ -16,7 +16,7 @@ import mmh3
 import numpy as np
 from numba import njit
 
-from service.errors import InvalidExample
+from service.errors import EmptyExample, InvalidExample
 from service.learning.text import TextFeaturizer
 
 
@@ -411,6 +411,15 @@ class Featurizer:
                 schemas.append(())
             ends_list.append(len(values))
             t = ex.get("text")
+            if f is None and t is None:
+                error = EmptyExample(
+                    "an example needs features or text (or both); this one has neither "
+                    '(an explicit "features": {} is a bias-only example)',
+                    field="features",
+                    index=i,
+                )
+                n = i
+                break
             if t is not None:
                 if type(t) is not str:
                     error = InvalidExample(
@@ -428,7 +437,10 @@ class Featurizer:
                     break
                 if self._text is None:
                     error = InvalidExample(
-                        "this model has no text featurizer", field="text", index=i
+                        "this model has no text featurizer (it was created with "
+                        '"text": false or without hashing)',
+                        field="text",
+                        index=i,
                     )
                     n = i
                     break

@@ -80,4 +80,4 @@ async def test_fast_path_leaves_other_shapes_to_the_router(mem_api: httpx.AsyncC
     assert_error(await mem_api.post("/models//examples", json={}), 404, "not_found")
     assert_error(await mem_api.post("/models/m/examples/x", json={}), 404, "not_found")
     r = await mem_api.post("/models/m/examples", json={"text": "x"})
-    assert_error(r, 422, "invalid_example", "text")  # pa1 without text features: a domain error
+    assert_error(r, 422, "invalid_example", "label")  # no label: a domain error

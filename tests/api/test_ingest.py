@@ -195,3 +195,41 @@ async def test_meta_is_accepted_and_ignored_any_other_unknown_key_is_422(
     assert with_meta.status_code == 200, with_meta.text
     assert with_meta.json()["margin"] == plain.json()["margin"]
     assert (await store_metrics(settings, "m"))["examples_seen"] == 6
+
+
+async def test_an_example_with_neither_features_nor_text_is_empty_example(
+    api: httpx.AsyncClient, settings: Settings
+) -> None:
+    assert (await api.put("/models/h", json={"algorithm": "pa1", "bits": 8})).status_code == 201
+    for bad in ({"label": 1}, {"features": None, "label": 1}, {"text": None, "label": -1}):
+        r = await api.post(
+            "/models/h/examples", json={"examples": [{"text": "ok", "label": 1}, bad]}
+        )
+        err = assert_error(r, 422, "empty_example", "neither")
+        assert err["index"] == 1
+    assert (await store_metrics(settings, "h"))["appended"] == 0
+    bias_only = await api.post("/models/h/examples", json={"features": {}, "label": 1})
+    assert bias_only.status_code == 202, bias_only.text
+    await learn_all(settings)
+    assert (await store_metrics(settings, "h"))["examples_seen"] == 1
+
+
+async def test_text_works_on_a_model_created_with_an_algorithm_only(
+    api: httpx.AsyncClient, settings: Settings
+) -> None:
+    assert (await api.put("/models/t", json={"algorithm": "pa1"})).status_code == 201
+    spec = (await api.get("/models/t")).json()["spec"]
+    assert spec["text"]["word_ngrams"] == [1, 1] and spec["text"]["normalize"] is True
+    r = await api.post("/models/t/examples", json={"text": "win money now", "label": 1})
+    assert r.status_code == 202, r.text
+    none = {"algorithm": "pa1", "text": False}
+    assert (await api.put("/models/n", json=none)).status_code == 201
+    r = await api.post("/models/n/examples", json={"text": "win money now", "label": 1})
+    assert_error(r, 422, "invalid_example", "no text featurizer", '"text": false')
+
+
+async def test_the_spam_preset_takes_ham_and_spam_labels(api: httpx.AsyncClient) -> None:
+    created = await api.put("/models/s", json={"preset": "spam"})
+    assert created.status_code == 201 and created.json()["spec"]["classes"] == ["ham", "spam"]
+    r = await api.post("/models/s/examples", json={"text": "cheap pills", "label": "spam"})
+    assert r.status_code == 202, r.text
