@@ -308,6 +308,54 @@ def rollback(
 
 
 @app.command()
+def pin(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    version: Annotated[int, typer.Argument(min=1, help="Version to hold the head at.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+) -> None:
+    """Pin a model's served head to a version: predictions use it until unpinned, while
+    learning goes on. Needs an admin key when the service has keys.
+
+    Example:  streamlearn pin spam 3
+    """
+    from service.commands import do_pin
+
+    _client_call(url, api_key, do_pin, model, version)
+
+
+@app.command()
+def unpin(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+) -> None:
+    """Release a pin: the served head follows the newest version again.
+
+    Example:  streamlearn unpin spam
+    """
+    from service.commands import do_unpin
+
+    _client_call(url, api_key, do_unpin, model)
+
+
+@app.command("dead-letters")
+def dead_letters(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Show the newest N.")] = 100,
+) -> None:
+    """Show the stream entries a worker could not learn (dead letters), and why.
+
+    Example:  streamlearn dead-letters spam --limit 20
+    """
+    from service.commands import show_dead_letters
+
+    _client_call(url, api_key, show_dead_letters, model, limit)
+
+
+@app.command()
 def evaluate(
     file: Annotated[
         Path,

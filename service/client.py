@@ -107,6 +107,18 @@ class ModelList(TypedDict):
     models: list[str]
 
 
+class DeadLetter(TypedDict):
+    id: str
+    entry: str | None
+    reason: str | None
+    bytes: int
+    time: float
+
+
+class DeadLetters(TypedDict):
+    dead_letters: list[DeadLetter]
+
+
 class FeedbackAccepted(TypedDict):
     accepted: int
     prediction_id: str
@@ -304,6 +316,10 @@ class _Requests:
         return _Request("GET", path, params={"format": fmt}, raw=fmt == "npy")
 
     @staticmethod
+    def dead_letters(name: str, limit: int) -> _Request:
+        return _Request("GET", _model_path(name, "dead-letters"), params={"limit": int(limit)})
+
+    @staticmethod
     def set_version(name: str, action: str, version: int) -> _Request:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"version must be an integer >= 0, got {version!r}")
@@ -433,6 +449,10 @@ class Client:
         """Release a pin: the served head follows the newest version again."""
         return self._send(_Request("DELETE", _model_path(name, "pin")))
 
+    def dead_letters(self, name: str, limit: int = 100) -> DeadLetters:
+        """The newest dead letters (entries the worker could not learn), with the reasons."""
+        return self._send(_Requests.dead_letters(name, limit))
+
     def healthz(self) -> JSON:
         return self._send(_Request("GET", "/healthz"))
 
@@ -541,6 +561,9 @@ class AsyncClient:
 
     async def unpin(self, name: str) -> VersionList:
         return await self._send(_Request("DELETE", _model_path(name, "pin")))
+
+    async def dead_letters(self, name: str, limit: int = 100) -> DeadLetters:
+        return await self._send(_Requests.dead_letters(name, limit))
 
     async def healthz(self) -> JSON:
         return await self._send(_Request("GET", "/healthz"))

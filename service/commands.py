@@ -262,12 +262,51 @@ def show_versions(client: Client, console: Console, model: str) -> list[dict[str
 
 def do_rollback(client: Client, console: Console, model: str, version: int) -> Any:
     out = client.rollback(model, version)
-    new = out.get("version") if isinstance(out, dict) else None
+    head = out.get("head") if isinstance(out, dict) else None
     console.print(
         f"rolled [bold]{model}[/] back to version {version}"
-        + (f" (published as version {new})" if new is not None else "")
+        + (f": now serving version {head} (a copy of {version})" if head is not None else "")
     )
     return out
+
+
+def do_pin(client: Client, console: Console, model: str, version: int) -> Any:
+    out = client.pin(model, version)
+    console.print(
+        f"pinned [bold]{model}[/] to version {version}: predictions use it until "
+        f"`streamlearn unpin {model}`; learning goes on"
+    )
+    return out
+
+
+def do_unpin(client: Client, console: Console, model: str) -> Any:
+    out = client.unpin(model)
+    head = out.get("head") if isinstance(out, dict) else None
+    console.print(
+        f"unpinned [bold]{model}[/]: the head follows the newest version again"
+        + (f" (now version {head})" if head is not None else "")
+    )
+    return out
+
+
+def show_dead_letters(client: Client, console: Console, model: str, limit: int = 100) -> Any:
+    data = client.dead_letters(model, limit=limit)
+    rows = _list(data, "dead_letters")
+    if not rows:
+        console.print(f"no dead letters for [bold]{model}[/]")
+        return rows
+    table = Table(title=f"dead letters of {model} (newest first)", title_justify="left")
+    for col in ("time", "stream entry", "bytes", "reason"):
+        table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
+    for d in rows:
+        table.add_row(
+            fmt("time", d.get("time", 0) / 1000.0 if d.get("time") else None),
+            str(d.get("entry")),
+            fmt("bytes", d.get("bytes")),
+            str(d.get("reason")),
+        )
+    console.print(table)
+    return rows
 
 
 def _list(data: Any, key: str) -> list[Any]:
@@ -280,10 +319,13 @@ def _list(data: Any, key: str) -> list[Any]:
 
 __all__ = [
     "DEMO_SPEC",
+    "do_pin",
     "do_rollback",
+    "do_unpin",
     "metrics_table",
     "run_demo",
     "run_replay",
+    "show_dead_letters",
     "show_metrics",
     "show_models",
     "show_versions",

@@ -5,6 +5,7 @@ a live service (typer's CliRunner, in process)."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,9 @@ EXPECTED = {
     "metrics",
     "versions",
     "rollback",
+    "pin",
+    "unpin",
+    "dead-letters",
 }
 runner = CliRunner()
 
@@ -198,6 +202,9 @@ def test_client_commands_against_live_service(settings, tmp_path: Path) -> None:
             first = min(int(v["version"]) for v in c.versions("cli")["versions"])
         r = runner.invoke(app, ["rollback", "cli", str(first), *url])
         assert r.exit_code == 0 and f"back to version {first}" in r.output, r.output
+        with Client(live.url) as c:
+            head = c.versions("cli")["head"]
+        assert head > first and f"now serving version {head} " in r.output, r.output
 
         r = runner.invoke(app, ["metrics", "nope", *url])
         assert r.exit_code == 1 and "model_not_found" in r.output
@@ -275,3 +282,50 @@ def test_replay_drops_keys_an_example_does_not_have_and_says_how_many(tmp_path: 
         run_replay(c, Console(file=out, width=200), path, "m", wait=0)
     assert posted == [{k: v for k, v in r.items() if k != "source"} for r in rows]
     assert "unknown keys dropped: source (5 lines)" in out.getvalue()
+
+
+def test_pin_unpin_dead_letters_and_retention_from_the_cli(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import redis
+
+    from service.store import Keys
+    from tests.live_service import live_service, wait_for
+
+    settings = settings.model_copy(update={"keep_versions": 2})
+    with live_service(settings) as live, Client(live.url) as c:
+        url = ["--url", live.url]
+        c.create_model("p", {"algorithm": "perceptron", "bits": 8})
+        for i in range(4):  # four versions, of which retention keeps the newest two
+            c.learn("p", {"features": {"x": float(i + 1)}, "label": 1 if i % 2 else -1}, wait=20)
+        kept = sorted(int(v["version"]) for v in c.versions("p")["versions"])
+        assert len(kept) == 2 and kept[0] > 1
+
+        r = runner.invoke(app, ["pin", "p", str(kept[0]), *url], terminal_width=200)
+        assert r.exit_code == 0 and f"pinned p to version {kept[0]}" in r.output, r.output
+        assert c.versions("p")["head"] == kept[0]
+        r = runner.invoke(app, ["unpin", "p", *url], terminal_width=200)
+        assert r.exit_code == 0 and f"(now version {kept[-1]})" in r.output, r.output
+
+        r = runner.invoke(app, ["rollback", "p", "1", *url], terminal_width=200)
+        said = " ".join(r.output.split())
+        assert r.exit_code == 1 and "version_not_found" in said, said
+        assert "removed by retention" in said and f"the oldest kept is version {kept[0]}" in said
+        r = runner.invoke(app, ["pin", "p", "99", *url], terminal_width=200)
+        said = " ".join(r.output.split())
+        assert r.exit_code == 1 and f"has no version 99 (the newest is version {kept[-1]})" in said
+
+        r = runner.invoke(app, ["dead-letters", "p", *url], terminal_width=200)
+        assert r.exit_code == 0 and "no dead letters for p" in r.output, r.output
+        raw = redis.Redis.from_url(str(settings.redis_url))
+        keys = Keys(settings.key_prefix)
+        raw.xadd(keys.examples("p"), {"b": b"\x07garbage", "n": 1})
+        raw.incrby(keys.appended("p"), 1)
+        raw.close()
+        wait_for(lambda: c.dead_letters("p")["dead_letters"])
+        r = runner.invoke(app, ["dead-letters", "p", *url], terminal_width=200)
+        assert r.exit_code == 0 and "DecodeError" in r.output, r.output
+        (letter,) = c.dead_letters("p", limit=5)["dead_letters"]
+        assert letter["bytes"] == 8 and "DecodeError" in letter["reason"]
+        assert abs(letter["time"] - time.time()) < 60
+        with pytest.raises(ClientError) as missing:
+            c.dead_letters("nope")
+        assert missing.value.code == "model_not_found"

@@ -313,7 +313,7 @@ def test_a_held_data_dir_refuses_a_second_serve_naming_the_holder(tmp_path: Path
 
 
 def test_two_serves_on_one_data_dir(tmp_path: Path) -> None:
-    with serve_process(tmp_path, "--embedded", "fakeredis") as (url, lines, proc):
+    with serve_process(tmp_path, "--embedded", "fakeredis") as (url, _lines, proc):
         port = free_port()
         second = subprocess.run(
             [sys.executable, "-m", "service.cli", "serve", "--port", str(port),

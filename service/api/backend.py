@@ -16,7 +16,7 @@ from typing import Any
 
 from service.api.coalesce import Coalescer
 from service.api.specs import spec_from_dict
-from service.errors import ModelNotFound, SpecConflict
+from service.errors import ModelNotFound, SpecConflict, VersionNotFound
 from service.learning.features import Batch
 from service.learning.linear import LinearModel
 from service.store import feedback as kept
@@ -197,23 +197,52 @@ class Backend:
     async def version(self, m: str, n: int) -> tuple[dict[str, Any], LinearModel]:
         if not await self.exists(m):
             raise ModelNotFound(f"model {m!r} does not exist", field="model")
-        v = await self.store.get_version(m, n)
+        try:
+            v = await self.store.get_version(m, n)
+        except VersionNotFound:
+            raise await self._missing(m, n) from None
         return self._meta(v.info.as_dict()), _model(v.serving)
 
     async def pin(self, m: str, n: int) -> None:
         await self._require(m)
-        await self.store.pin(m, n)
+        try:
+            await self.store.pin(m, n)
+        except VersionNotFound:
+            raise await self._missing(m, n) from None
 
     async def unpin(self, m: str) -> None:
         await self._require(m)
         await self.store.unpin(m)
 
     async def rollback(self, m: str, n: int) -> int:
-        return int(await self.store.rollback(m, n))
+        try:
+            return int(await self.store.rollback(m, n))
+        except VersionNotFound:
+            raise await self._missing(m, n) from None
+
+    async def _missing(self, m: str, n: int) -> VersionNotFound:
+        """Why version ``n`` is not there: removed by retention (naming the oldest kept), or
+        not published yet."""
+        kept = sorted(i.number for i in await self.store.list_versions(m))
+        if kept and n < kept[-1]:
+            return VersionNotFound(
+                f"version {n} of model {m!r} was removed by retention (the newest "
+                f"{self.settings.keep_versions} versions and pinned ones are kept); the oldest "
+                f"kept is version {kept[0]}",
+                field="version",
+            )
+        newest = f"the newest is version {kept[-1]}" if kept else "none is published yet"
+        return VersionNotFound(f"model {m!r} has no version {n} ({newest})", field="version")
 
     async def _require(self, m: str) -> None:
         if not await self.exists(m):
             raise ModelNotFound(f"model {m!r} does not exist", field="model")
+
+    async def dead_letters(self, m: str, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` dead letters of ``m``, newest first, times in seconds."""
+        await self._require(m)
+        rows = await self.store.dead_letters(m, count=limit)
+        return [{**r, "time": r["time"] / 1000.0} for r in rows]
 
     # --- monitoring --------------------------------------------------------------------------
     async def metrics(self, m: str) -> dict[str, Any]:

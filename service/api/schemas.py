@@ -152,6 +152,18 @@ class VersionDetail(VersionMeta):
     weights: Weights | None = None
 
 
+class DeadLetter(BaseModel):
+    id: str = Field(description="id of the dead letter in sl:{m}:dead")
+    entry: str | None = Field(description="the examples-stream entry that was set aside")
+    reason: str | None = Field(description="why it could not be learned")
+    bytes: int = Field(description="size of the entry's payload")
+    time: float = Field(description="when it was set aside (Unix seconds)")
+
+
+class DeadLetters(BaseModel):
+    dead_letters: list[DeadLetter]
+
+
 class Health(BaseModel):
     status: str
 
