@@ -18,6 +18,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 
 
@@ -34,6 +35,13 @@ KeyOpt = Annotated[
     ),
 ]
 DEFAULT_SERVICE_URL = "http://127.0.0.1:8000"
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000  # Settings' defaults (a test keeps them equal)
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        envvar="STREAMLEARN_HOST", help="Interface to listen on (0.0.0.0: every interface)."
+    ),
+]
 
 
 def _client_call(
@@ -62,8 +70,10 @@ def _client_call(
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (0 = any free port).")] = None,
+    host: HostOpt = DEFAULT_HOST,
+    port: Annotated[
+        int, typer.Option(envvar="STREAMLEARN_PORT", help="Port (0 = any free port).")
+    ] = DEFAULT_PORT,
     redis_url: Annotated[
         str | None, typer.Option(help="Redis URL; unset means an embedded Redis.")
     ] = None,
@@ -135,8 +145,10 @@ def worker(
 
 @app.command()
 def api(
-    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
-    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    host: HostOpt = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(envvar="STREAMLEARN_PORT", help="Port to listen on.")] = (
+        DEFAULT_PORT
+    ),
     workers: Annotated[int, typer.Option(min=1, help="API processes behind the one port.")] = 1,
     redis_url: Annotated[
         str | None, typer.Option(help="redis://, rediss:// (TLS), unix:// or memory:// URL.")

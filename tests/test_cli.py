@@ -329,3 +329,30 @@ def test_pin_unpin_dead_letters_and_retention_from_the_cli(settings, tmp_path: P
         with pytest.raises(ClientError) as missing:
             c.dead_letters("nope")
         assert missing.value.code == "model_not_found"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_help_reads_as_prose(name: str) -> None:
+    """No reST backticks; each docstring paragraph is reflowed as one (no sentence broken
+    where the source line ended)."""
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    wide = runner.invoke(app, [name, "--help"], env={"COLUMNS": "400"})
+    assert wide.exit_code == 0, wide.output
+    assert "`" not in wide.output, wide.output
+    lines = [" ".join(line.strip(" │").split()) for line in wide.output.splitlines()]
+    for paragraph in (command.help or "").split("\n\n"):
+        text = " ".join(paragraph.replace("`", "").split())
+        if text and not text.startswith("Example:"):
+            assert text in lines, f"{text!r} is not one line of:\n{wide.output}"
+
+
+@pytest.mark.parametrize("name", ["serve", "api"])
+def test_host_and_port_show_their_defaults(name: str) -> None:
+    from service.cli import DEFAULT_HOST, DEFAULT_PORT
+    from service.settings import Settings
+
+    assert (DEFAULT_HOST, DEFAULT_PORT) == (Settings().host, Settings().port)
+    out = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"}).output
+    flat = " ".join(out.replace("│", " ").split())
+    assert "STREAMLEARN_HOST] [default: 127.0.0.1] --port" in flat, flat
+    assert "[env var: STREAMLEARN_PORT] [default: 8000]" in flat, flat
