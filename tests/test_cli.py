@@ -351,7 +351,7 @@ def test_host_and_port_show_their_defaults(name: str) -> None:
     from service.cli import DEFAULT_HOST, DEFAULT_PORT
     from service.settings import Settings
 
-    assert (DEFAULT_HOST, DEFAULT_PORT) == (Settings().host, Settings().port)
+    assert (Settings().host, Settings().port) == (DEFAULT_HOST, DEFAULT_PORT)
     out = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"}).output
     flat = " ".join(out.replace("│", " ").split())
     assert "STREAMLEARN_HOST] [default: 127.0.0.1] --port" in flat, flat
