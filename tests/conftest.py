@@ -20,6 +20,61 @@ SPAMBASE = Path(__file__).resolve().parents[1] / "service" / "data" / "spambase.
 SPAMBASE_ORDER = SPAMBASE.with_name("spambase_order.txt")
 
 
+NO_REDIS = """\
+{count} of the {total} selected tests need a Redis server (streams, leases and scripts are
+tested on a real one), and none answers at {url}:
+  {error}
+
+Start one on this machine, e.g.:
+  redis-server --port 6379 --save '' --appendonly no --daemonize yes
+  (install it with `apt-get install redis-server`, `brew install redis`, ...)
+  or: docker run -d -p 6379:6379 redis:7
+or point the tests at another one:
+  STREAMLEARN_TEST_REDIS_URL=redis://host:port/db python3 -m pytest -q
+or run only the tests that need no Redis:
+  python3 -m pytest -q -m "not redis"
+"""
+
+
+def redis_error(url: str) -> str | None:
+    """Why the Redis at ``url`` does not answer a PING (None when it does)."""
+    import redis  # local import: only the store may import redis in service code
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    finally:
+        client.close()
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the real Redis (the ``redis_url`` fixture, directly or through
+    ``settings``, ``api``, ...) is marked ``redis``, so ``-m "not redis"`` runs the rest."""
+    for item in items:
+        if "redis_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.redis)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Without a reachable Redis, say once how to get one, instead of a connection error in
+    every test that needs it."""
+    if session.config.option.collectonly:
+        return
+    needing = [i for i in session.items if i.get_closest_marker("redis") is not None]
+    if not needing:
+        return
+    error = redis_error(REDIS_URL)
+    if error is not None:
+        message = NO_REDIS.format(
+            count=len(needing), total=len(session.items), url=REDIS_URL, error=error
+        )
+        pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
+
+
 @pytest.fixture
 def redis_url() -> str:
     """URL of the real Redis server the tests run against."""
