@@ -28,16 +28,18 @@ indices as given, parsed by :mod:`service.svmlight`).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
+from service.datasets import base_suffix, open_binary, read_text
 from service.errors import InvalidExample, StreamlearnError
-from service.learning.features import Batch, Labels
+from service.learning.features import ALLOWED_KEYS, Batch, Labels
 from service.learning.linear import Learner
 from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec
@@ -77,6 +79,8 @@ class Report:
     seconds: float
     learn_seconds: float
     examples_per_s: float
+    dropped_keys: dict[str, int] = field(default_factory=dict)
+    """Unknown keys dropped from NDJSON lines (a file's own metadata): name → lines."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,9 +129,26 @@ def learn_progressive(
 # ----------------------------------------------------------------------------------------------
 
 
-def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Every example of an NDJSON file (blank lines skipped), optionally in ``order`` of ids."""
-    examples = [ex for group in iter_ndjson(path, 1 << 16) for ex in group]
+def known_keys(ex: dict[str, Any], dropped: Counter[str] | None) -> dict[str, Any]:
+    """``ex`` without the keys an example does not have (counted in ``dropped``).
+
+    >>> seen = Counter()
+    >>> known_keys({"text": "hi", "label": 1, "source": "x", "meta": {}}, seen), dict(seen)
+    ({'text': 'hi', 'label': 1, 'meta': {}}, {'source': 1})
+    """
+    if ex.keys() <= ALLOWED_KEYS:
+        return ex
+    if dropped is not None:
+        dropped.update(str(k) for k in ex.keys() - ALLOWED_KEYS)
+    return {k: v for k, v in ex.items() if k in ALLOWED_KEYS}
+
+
+def read_ndjson(
+    path: Path, order: Sequence[str] | None = None, dropped: Counter[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every example of an NDJSON file (blank lines skipped), optionally in ``order`` of ids;
+    unknown keys are dropped (and counted in ``dropped``)."""
+    examples = [ex for group in iter_ndjson(path, 1 << 16, dropped) for ex in group]
     if order is None:
         return examples
     by_id: dict[str, dict[str, Any]] = {}
@@ -142,10 +163,13 @@ def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str
     return [by_id[i] for i in order]
 
 
-def iter_ndjson(path: Path, chunk: int) -> Iterator[list[dict[str, Any]]]:
-    """The examples of an NDJSON file in lists of ``chunk`` (blank lines skipped), streamed."""
+def iter_ndjson(
+    path: Path, chunk: int, dropped: Counter[str] | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    """The examples of an NDJSON file in lists of ``chunk`` (blank lines skipped), streamed;
+    unknown keys are dropped (and counted in ``dropped``)."""
     group: list[dict[str, Any]] = []
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -155,7 +179,7 @@ def iter_ndjson(path: Path, chunk: int) -> Iterator[list[dict[str, Any]]]:
                 raise EvaluationError(f"{path}:{lineno}: not JSON ({e})") from e
             if not isinstance(ex, dict):
                 raise EvaluationError(f"{path}:{lineno}: an example must be a JSON object")
-            group.append(ex)
+            group.append(known_keys(ex, dropped))
             if len(group) == chunk:
                 yield group
                 group = []
@@ -170,7 +194,7 @@ def _chunked(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, 
 
 def read_order(path: Path) -> list[str]:
     """One id per line (blank lines skipped)."""
-    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    return [line.strip() for line in read_text(path).splitlines() if line.strip()]
 
 
 def svmlight_labels(parsed: Parsed, labels: Labels) -> np.ndarray:
@@ -299,10 +323,11 @@ def evaluate_file(
 ) -> Report:
     """Progressive validation of one file; see the module docstring."""
     t_start = time.perf_counter()
+    dropped: Counter[str] = Counter()
     if chunk < 1:
         raise EvaluationError(f"chunk must be >= 1, got {chunk}")
     fmt = fmt or (
-        "svmlight" if path.suffix in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
+        "svmlight" if base_suffix(path) in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
     )
     if fmt not in ("ndjson", "svmlight"):
         raise EvaluationError(f"--format must be ndjson or svmlight, got {fmt!r}")
@@ -314,9 +339,9 @@ def evaluate_file(
             raise EvaluationError(
                 "svmlight indices are used as given: --bits, --preset and --text do not apply"
             )
-        parsed = parse_svmlight(
-            path.read_bytes(), normalize=normalize, transform=transform or "none"
-        )
+        with open_binary(path) as fh:
+            raw = fh.read()
+        parsed = parse_svmlight(raw, normalize=normalize, transform=transform or "none")
         size = max(dim or 0, parsed.max_index + 1, 1)
         if dim is not None and parsed.max_index >= dim:
             raise EvaluationError(
@@ -333,9 +358,9 @@ def evaluate_file(
         featurizer = spec.featurizer(max_features=1 << 20, max_text_chars=1 << 26)
         # in file order the file is streamed chunk by chunk; an --order needs it all first
         groups = (
-            _chunked(read_ndjson(path, read_order(order)), chunk)
+            _chunked(read_ndjson(path, read_order(order), dropped), chunk)
             if order is not None
-            else iter_ndjson(path, chunk)
+            else iter_ndjson(path, chunk, dropped)
         )
 
         def featurized() -> Iterator[Batch]:
@@ -346,8 +371,14 @@ def evaluate_file(
                 except InvalidExample as e:
                     where = start + (e.index or 0)
                     what = "example" if order is not None else "example number"
+                    hint = ""
+                    if e.field == "label" and classes is None and "not one of" in e.message:
+                        hint = (
+                            "; name the file's classes with --classes, negative class first "
+                            "(e.g. --classes ham,spam)"
+                        )
                     raise EvaluationError(
-                        f"{path}: {what} {where + 1}: {e.field}: {e.message}"
+                        f"{path}: {what} {where + 1}: {e.field}: {e.message}{hint}"
                     ) from e
                 start += len(group)
 
@@ -401,13 +432,14 @@ def evaluate_file(
         seconds=seconds,
         learn_seconds=learn_seconds,
         examples_per_s=n / seconds if seconds > 0 else 0.0,
+        dropped_keys=dict(sorted(dropped.items())),
     )
 
 
 def count_examples(path: Path, fmt: str | None) -> int:
     """A cheap count of the examples in a file (non-blank lines), for a progress bar total."""
     count = 0
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         while block := fh.read(1 << 24):
             count += block.count(b"\n")
     return count
@@ -431,6 +463,11 @@ __all__ = [
 
 PROGRESS_MIN_BYTES = 8 << 20
 """Files at least this large get a progress bar on stderr."""
+
+
+def dropped_summary(dropped: Mapping[str, int]) -> str:
+    """``{"source": 3, "x": 1}`` → ``"source (3 lines), x (1 line)"``."""
+    return ", ".join(f"{k} ({n:,} line{'s' if n != 1 else ''})" for k, n in dropped.items())
 
 
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
@@ -502,6 +539,8 @@ def run_command(
         ("learn seconds", f"{report.learn_seconds:.4f}"),
         ("examples/s (whole run)", f"{report.examples_per_s:,.0f}"),
     ]
+    if report.dropped_keys:
+        rows.append(("unknown keys dropped", dropped_summary(report.dropped_keys)))
     for k, v in rows:
         table.add_row(k, v)
     Console().print(table)

@@ -350,3 +350,59 @@ def test_long_files_get_a_progress_bar_and_the_same_report(
     assert (with_bar.mistakes, with_bar.auc) == (plain.mistakes, plain.auc)
     lines = capsys.readouterr().out.strip().splitlines()
     assert json.loads(lines[-1])["examples"] == 300
+
+
+# --- compressed files and a file's own metadata -------------------------------------------------
+
+
+def test_compressed_files_and_unknown_keys_are_evaluated_as_they_are(tmp_path: Path) -> None:
+    """A .gz/.xz file gives the same figures as the plain one; keys an example does not have
+    (a file's own metadata) are dropped and counted, ``meta`` is kept and ignored."""
+    import gzip
+    import lzma
+
+    nd, svm = write_stream(tmp_path)
+    plain = evaluate_file(nd, algorithm="pa1", hashing=False, dim=30)
+    assert plain.dropped_keys == {}
+    rows = [json.loads(x) for x in nd.read_text().splitlines()]
+    tagged = [
+        {**r, "source": "list-a", "meta": {"n": i}, **({"day": 3} if i % 2 else {})}
+        for i, r in enumerate(rows)
+    ]
+    gz = tmp_path / "tagged.jsonl.gz"
+    gz.write_bytes(gzip.compress("\n".join(json.dumps(r) for r in tagged).encode()))
+    report = evaluate_file(gz, algorithm="pa1", hashing=False, dim=30)
+    assert (report.examples, report.mistakes, report.auc) == (
+        plain.examples,
+        plain.mistakes,
+        plain.auc,
+    )
+    assert report.dropped_keys == {"day": len(rows) // 2, "source": len(rows)}
+    xz = tmp_path / "stream.svm.xz"
+    xz.write_bytes(lzma.compress(svm.read_bytes()))
+    from_xz = evaluate_file(xz, algorithm="pa1")
+    assert from_xz.format == "svmlight"
+    assert from_xz.mistakes == evaluate_file(svm, algorithm="pa1").mistakes
+    table = CliRunner().invoke(
+        app, ["evaluate", str(gz), "--algorithm", "pa1", "--no-hashing", "--dim", "30"],
+        terminal_width=200,
+    )  # fmt: skip
+    assert table.exit_code == 0, table.output
+    assert "unknown keys dropped" in table.stdout and "source (600 lines)" in table.stdout
+
+
+def test_named_labels_without_classes_say_which_flag_to_pass(tmp_path: Path) -> None:
+    mail = tmp_path / "mail.jsonl"
+    mail.write_text(
+        '{"text": "cheap pills", "label": "spam"}\n{"text": "lunch?", "label": "ham"}\n'
+    )
+    result = CliRunner().invoke(app, ["evaluate", str(mail), "--algorithm", "pa1"])
+    said = " ".join(result.output.split())  # rich wraps to its width
+    assert result.exit_code != 0
+    assert "--classes ham,spam" in said and "label 'spam'" in said, said
+    ok = CliRunner().invoke(
+        app, ["evaluate", str(mail), "--algorithm", "pa1", "--classes", "ham,spam", "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    preset = CliRunner().invoke(app, ["evaluate", str(mail), "--preset", "spam", "--json"])
+    assert preset.exit_code == 0, preset.output  # the spam preset's classes are ham, spam

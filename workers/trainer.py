@@ -245,8 +245,8 @@ class Worker:
             )
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1
-            log.warning("model %s: commit refused (%s); dropping its state", h.model, e)
             self.held.pop(h.model, None)
+            await self._say_dropped(h, f"commit refused ({e})")
             return
         now = time.monotonic()
         self.stats["commits"] += 1
@@ -265,8 +265,8 @@ class Worker:
         held = list(self.held.values())
         for h, ok in zip(held, await self.store.renew([h.lease for h in held]), strict=True):
             if not ok:
-                log.warning("model %s: lease lost; dropping its state", h.model)
                 self.held.pop(h.model, None)
+                await self._say_dropped(h, "lease lost")
         models = await self.store.list_models()
         alive = {w.worker_id for w in await self.store.workers()} | {self.worker_id}
         share = math.ceil(len(models) / len(alive)) if models else 0
@@ -288,6 +288,27 @@ class Worker:
         await self.store.heartbeat(
             self.worker_id, list(self.held), pid=os.getpid(), host=socket.gethostname()
         )
+
+    async def _say_dropped(self, h: Held, why: str) -> None:
+        """Log why a model's state was dropped: a rollback by an admin is routine (info);
+        anything else (another worker took over, a conflict) is a warning."""
+        head = None
+        with contextlib.suppress(Exception):  # only the message depends on it
+            head = next((v for v in await self.store.list_versions(h.model) if v.head), None)
+        if (
+            head is not None
+            and head.source.startswith("rollback:")
+            and head.number > (h.version or 0)
+        ):
+            log.info(
+                "model %s: rolled back by an admin to version %s (published as version %d); "
+                "reloading from it",
+                h.model,
+                head.source.removeprefix("rollback:"),
+                head.number,
+            )
+        else:
+            log.warning("model %s: %s; dropping its state", h.model, why)
 
     async def _take(self, lease: Lease) -> None:
         """Load ``lease.model``'s committed state into a fresh learner."""

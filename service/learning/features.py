@@ -16,7 +16,7 @@ import mmh3
 import numpy as np
 from numba import njit
 
-from service.errors import InvalidExample
+from service.errors import EmptyExample, InvalidExample
 from service.learning.text import TextFeaturizer
 
 
@@ -119,7 +119,8 @@ MAX_ABS_VALUE = 1e100
 square of a value must stay finite even summed over ``max_features`` features (‖x‖² feeds every
 PA step size), and 1e100² · 1e5 = 1e205 still does."""
 
-ALLOWED_KEYS = frozenset({"features", "text", "label", "id"})
+ALLOWED_KEYS = frozenset({"features", "text", "label", "id", "meta"})
+"""The keys of an example; ``meta`` (any JSON, the caller's own fields) is ignored."""
 DEFAULT_CLASSES: tuple[Any, ...] = (-1, 1)
 BINARY_ALIASES: dict[Any, int] = {
     -1: 0, 0: 0, 1: 1, "-1": 0, "0": 0, "1": 1, "+1": 1,
@@ -371,7 +372,7 @@ class Featurizer:
             if not ex.keys() <= allowed:
                 unknown = sorted(str(k) for k in ex.keys() - allowed)
                 error = InvalidExample(
-                    f"unknown key(s) {unknown} in example (allowed: features, id, label, text)",
+                    f"unknown key(s) {unknown} in example (allowed: features, id, label, meta, text)",
                     field=unknown[0],
                     index=i,
                 )
@@ -410,6 +411,15 @@ class Featurizer:
                 schemas.append(())
             ends_list.append(len(values))
             t = ex.get("text")
+            if f is None and t is None:
+                error = EmptyExample(
+                    "an example needs features or text (or both); this one has neither "
+                    '(an explicit "features": {} is a bias-only example)',
+                    field="features",
+                    index=i,
+                )
+                n = i
+                break
             if t is not None:
                 if type(t) is not str:
                     error = InvalidExample(
@@ -427,7 +437,10 @@ class Featurizer:
                     break
                 if self._text is None:
                     error = InvalidExample(
-                        "this model has no text featurizer", field="text", index=i
+                        "this model has no text featurizer (it was created with "
+                        '"text": false or without hashing)',
+                        field="text",
+                        index=i,
                     )
                     n = i
                     break

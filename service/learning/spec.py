@@ -9,7 +9,10 @@ classes, text options) and raises :class:`~service.errors.InvalidSpec` naming th
 Presets are named, measured defaults (``docs/presets.md``). A preset supplies every field the
 client did not give; ``params`` are merged key by key when the client keeps the preset's
 algorithm. With no ``algorithm`` and no ``preset`` at all, a binary spec gets ``"spam"`` and a
-multi-class one ``"text"``, so ``{"classes": ["ham", "spam"]}`` alone is a working spam filter.
+multi-class one ``"text"``, so ``{"classes": ["ham", "spam"]}`` alone is a working spam filter;
+the spam preset's classes, when none are given, are ``["ham", "spam"]``. Every hashing model
+has a text featurizer: the default one (binary word unigrams, L2-normalised) unless ``text``
+gives options, or ``"text": false`` leaves it out.
 
 >>> s = ModelSpec.from_dict({"algorithm": "pa1", "params": {"C": 0.5}, "bits": 10})
 >>> s.dim, s.classes, s.positive, s.params
@@ -82,6 +85,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+PRESET_CLASSES: dict[str, list[Any]] = {"spam": ["ham", "spam"]}
+"""A preset's classes when the spec gives none (``positive`` is then the second)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TextSpec:
     """Text featurizer options (see :mod:`service.learning.text` for the conventions).
@@ -99,7 +106,11 @@ class TextSpec:
     @classmethod
     def from_dict(cls, d: Any) -> TextSpec:
         if not isinstance(d, Mapping):
-            raise InvalidSpec(f"text must be an object, got {d!r}", field="text")
+            raise InvalidSpec(
+                f"text must be an object of options, null (the default) or false (no text), "
+                f"got {d!r}",
+                field="text",
+            )
         unknown = sorted(set(d) - TEXT_KEYS)
         if unknown:
             raise InvalidSpec(
@@ -182,7 +193,9 @@ class ModelSpec:
             "hashing": self.hashing,
             "classes": list(self.classes),
             "positive": self.positive,
-            "text": self.text.to_dict() if self.text is not None else None,
+            "text": self.text.to_dict()
+            if self.text is not None
+            else (False if self.hashing else None),
             "quadratic": [list(p) for p in self.quadratic],
             "normalize": self.normalize,
             "transform": self.transform,
@@ -200,7 +213,13 @@ class ModelSpec:
                 f"unknown key(s) {unknown} in the spec; expected some of {sorted(SPEC_KEYS)}",
                 field=unknown[0],
             )
-        classes = _classes(d.get("classes", [-1, 1]))
+        if "classes" in d:
+            classes = _classes(d["classes"])
+        else:
+            preset = _preset_name(d, 2)
+            classes = _classes(
+                PRESET_CLASSES.get(preset if isinstance(preset, str) else "", [-1, 1])
+            )
         d = _apply_preset(d, len(classes))
         algorithm = d.get("algorithm")
         if not isinstance(algorithm, str) or not algorithm:
@@ -208,7 +227,7 @@ class ModelSpec:
         positive = _positive(d.get("positive"), classes)
         hashing = _flag(d, "hashing", True)
         bits, dim = _size(d, hashing)
-        text = TextSpec.from_dict(d["text"]) if d.get("text") is not None else None
+        text = _text(d.get("text"), hashing)
         quadratic = _quadratic(d.get("quadratic", []))
         if not hashing and (text is not None or quadratic):
             raise InvalidSpec(
@@ -237,10 +256,26 @@ class ModelSpec:
 # ----------------------------------------------------------------------------------------------
 
 
-def _apply_preset(d: Mapping[str, Any], n_classes: int) -> dict[str, Any]:
+def _preset_name(d: Mapping[str, Any], n_classes: int) -> Any:
+    """The preset a spec asks for: named, or implied (no algorithm and no preset at all)."""
     name = d.get("preset")
     if name is None and d.get("algorithm") is None:
         name = "spam" if n_classes == 2 else "text"
+    return name
+
+
+def _text(value: Any, hashing: bool) -> TextSpec | None:
+    """The text featurizer: the default one for every hashing model (absent or null), none
+    with ``false`` (or without hashing), else the options given."""
+    if value is False or (value is None and not hashing):
+        return None
+    if value is None or value is True:
+        return TextSpec()
+    return TextSpec.from_dict(value)
+
+
+def _apply_preset(d: Mapping[str, Any], n_classes: int) -> dict[str, Any]:
+    name = _preset_name(d, n_classes)
     out = {k: v for k, v in d.items() if k != "preset"}
     if name is None:
         return out

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from service.datasets import read_text
 from service.learning.features import Batch
 from service.learning.registry import make_learner
 
@@ -82,7 +83,7 @@ def test_adagrad_copes_with_unnormalised_spambase(
     """Spambase's raw features span 0.01 to 15,841: the perceptron thrashes (~46% progressive
     mistakes), the normalised adaptive learner does not."""
     recs = {}
-    for line in spambase_path.read_text().splitlines():
+    for line in read_text(spambase_path).splitlines():
         if line.strip():
             rec = json.loads(line)
             recs[rec["id"]] = rec

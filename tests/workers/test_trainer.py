@@ -4,6 +4,7 @@ takeover after a crash, rollback, SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -181,8 +182,12 @@ async def test_rollback_then_more_learning(store: Store) -> None:
     assert points[-1]["log_loss"] == quality.log_loss
 
 
-async def test_rollback_fences_a_running_worker(settings: Settings) -> None:
-    """A worker holding the model while it is rolled back drops its state and reloads."""
+async def test_rollback_fences_a_running_worker(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker holding the model while it is rolled back drops its state and reloads; it
+    says so at info level, as the routine it is, not as a lost lease."""
+    caplog.set_level(logging.INFO, logger="streamlearn.worker")
     store = Store.open(settings)
     try:
         sp = spec("perceptron")
@@ -209,6 +214,10 @@ async def test_rollback_fences_a_running_worker(settings: Settings) -> None:
         committed = await store.load_state("m")
         assert committed.state is not None
         assert_same(committed.state, reference(sp, stream).get_state(), "fenced")
+        said = [(r.levelno, r.getMessage()) for r in caplog.records]
+        assert (logging.INFO, f"model m: rolled back by an admin to version {k} "
+                f"(published as version {k + 1}); reloading from it") in said, said  # fmt: skip
+        assert not [m for lvl, m in said if lvl >= logging.WARNING], said
     finally:
         await store.close()
 
