@@ -313,11 +313,17 @@ class Featurizer:
         self._layouts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, Any, np.ndarray]] = {}
         self._wcodes: dict[str, int] = {}
         self._ccodes: dict[str, int] = {}
+        self._xcodes: dict[str, int] = {}
         text = spec.text
         self._text_normalize = bool(text.normalize) if text is not None else False
         self._text = (
             TextFeaturizer(
-                word_ngrams=text.word_ngrams, char_ngrams=text.char_ngrams, binary=text.binary
+                word_ngrams=text.word_ngrams,
+                char_ngrams=text.char_ngrams,
+                binary=text.binary,
+                char_limit=getattr(text, "char_limit", None),
+                email=getattr(text, "email", False),
+                tokens=getattr(text, "tokens", ()),
             )
             if text is not None
             else None
@@ -541,10 +547,20 @@ class Featurizer:
                 vals_parts.append(dvals)
         # text
         if texts:
-            r, c, v = self._text_features(text_rows, texts)
-            rows_parts.append(r)
-            cols_parts.append(c)
-            vals_parts.append(v)
+            bad = _first_unencodable(texts)
+            if bad >= 0:
+                errors.append(
+                    InvalidExample(
+                        "text is not valid Unicode (it holds a lone surrogate)",
+                        field="text",
+                        index=text_rows[bad],
+                    )
+                )
+            else:
+                r, c, v = self._text_features(text_rows, texts)
+                rows_parts.append(r)
+                cols_parts.append(c)
+                vals_parts.append(v)
         if errors:
             raise min(errors, key=lambda e: e.index if e.index is not None else -1)
         if len(rows_parts) == 1:
@@ -649,7 +665,9 @@ class Featurizer:
         if self.hashing:
             if type(name) is not str:
                 raise ValueError(f"feature names must be strings, got {name!r}")
-            return int(mmh3.hash(name, 0, signed=True))
+            # hashed as UTF-8 bytes (the same hash as the str): a lone surrogate is a
+            # UnicodeEncodeError (a ValueError) here, not a crash inside mmh3
+            return int(mmh3.hash(name.encode("utf-8"), 0, signed=True))
         if type(name) is int:
             idx = name
         elif type(name) is str and name.isascii() and name.isdigit():
@@ -667,18 +685,26 @@ class Featurizer:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         assert self._text is not None
         tok = self._text.tokens
-        wcache, ccache = self._wcodes, self._ccodes
-        if len(wcache) > self.cache_size:
-            wcache.clear()
-        if len(ccache) > self.cache_size:
-            ccache.clear()
+        extras = self._text.extras if self._text.has_extras else None
+        wcache, ccache, xcache = self._wcodes, self._ccodes, self._xcodes
+        for cache in (wcache, ccache, xcache):
+            if len(cache) > self.cache_size:
+                cache.clear()
         codes: list[int] = []
         vals: list[int] = []
         counts = np.empty(len(texts), dtype=np.int64)
         hash_ = mmh3.hash
+        no_extra: dict[str, int] = {}
         for k, t in enumerate(texts):
+            extra = no_extra
+            if extras is not None:
+                t, extra = extras(t)
             words, chars = tok(t)
-            for grams, cache, prefix in ((words, wcache, "w:"), (chars, ccache, "c:")):
+            for grams, cache, prefix in (
+                (words, wcache, "w:"),
+                (chars, ccache, "c:"),
+                (extra, xcache, ""),
+            ):
                 if not grams:
                     continue
                 try:
@@ -747,6 +773,20 @@ class Featurizer:
 class _BadName(Exception):
     def __init__(self, name: Any, msg: str) -> None:
         self.name, self.msg = name, msg
+
+
+def _first_unencodable(texts: list[str]) -> int:
+    """Index of the first text that is not valid UTF-8 (a lone surrogate, which JSON's
+    ``\\ud800`` can carry), or -1."""
+    try:
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        for k, t in enumerate(texts):
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError:
+                return k
+    return -1
 
 
 def _flat(schemas: list[tuple[Any, ...]]) -> list[Any]:
