@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from service.errors import InvalidExample
+from service.learning._textkernel import text_grams
 from service.learning.text import TextFeaturizer
 
 
@@ -285,6 +286,7 @@ class Featurizer:
         max_features: int = 100_000,
         max_text_chars: int = 1_000_000,
         cache_size: int = 1 << 20,
+        compiled_text: bool = True,
     ) -> None:
         for name, value in (
             ("max_features", max_features),
@@ -308,6 +310,7 @@ class Featurizer:
         self.max_features = max_features
         self.max_text_chars = max_text_chars
         self.cache_size = cache_size
+        self.compiled_text = bool(compiled_text)
         self._codes: dict[Any, int] = {}
         self._schemas: dict[tuple[Any, ...], np.ndarray] = {}
         self._layouts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, Any, np.ndarray]] = {}
@@ -683,49 +686,81 @@ class Featurizer:
     def _text_features(
         self, text_rows: list[int], texts: list[str]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        assert self._text is not None
-        tok = self._text.tokens
-        extras = self._text.extras if self._text.has_extras else None
-        wcache, ccache, xcache = self._wcodes, self._ccodes, self._xcodes
-        for cache in (wcache, ccache, xcache):
-            if len(cache) > self.cache_size:
-                cache.clear()
-        codes: list[int] = []
-        vals: list[int] = []
-        counts = np.empty(len(texts), dtype=np.int64)
-        hash_ = mmh3.hash
-        no_extra: dict[str, int] = {}
-        for k, t in enumerate(texts):
-            extra = no_extra
-            if extras is not None:
-                t, extra = extras(t)
-            words, chars = tok(t)
-            for grams, cache, prefix in (
-                (words, wcache, "w:"),
-                (chars, ccache, "c:"),
-                (extra, xcache, ""),
-            ):
-                if not grams:
-                    continue
-                try:
-                    codes.extend(list(map(cache.__getitem__, grams)))  # all or nothing
-                except KeyError:
-                    for g in grams:
-                        h = cache.get(g)
-                        if h is None:
-                            h = cache[g] = hash_(prefix + g, 0, signed=True)
-                        codes.append(h)
-                vals.extend(grams.values())
-            counts[k] = len(codes)
-        counts = np.diff(counts, prepend=0)
+        """(rows, codes, values) of the texts: per text, the body's ``w:`` then ``c:`` names,
+        then the e-mail header and special-token names, each distinct name once (the order
+        :meth:`TextFeaturizer.features` gives)."""
+        tf = self._text
+        assert tf is not None
+        bodies = texts
+        extra: list[dict[str, int]] = []
+        if tf.has_extras:
+            split = [tf.extras(t) for t in texts]
+            bodies = [body for body, _ in split]
+            extra = [names for _, names in split]
+        if self.compiled_text:
+            c, v, counts = text_grams(bodies, tf.word_ngrams, tf.char_ngrams, tf.char_limit,
+                                      tf.binary)  # fmt: skip
+        else:
+            c, v, counts = self._python_grams(bodies)
         rows = np.repeat(np.asarray(text_rows, dtype=np.int64), counts)
-        c = np.fromiter(codes, dtype=np.int64, count=len(codes))
-        v = np.fromiter(vals, dtype=np.float64, count=len(vals))
+        local = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+        if extra:
+            xc, xv, xn = self._hash_names(extra, self._xcodes)
+            xrows = np.repeat(np.asarray(text_rows, dtype=np.int64), xn)
+            rows = np.concatenate([rows, xrows])
+            local = np.concatenate([local, np.repeat(np.arange(len(texts)), xn)])
+            c = np.concatenate([c, xc])
+            v = np.concatenate([v, xv])
         if self._text_normalize and v.size:
-            local = np.repeat(np.arange(len(texts)), counts)
             norms = np.sqrt(np.bincount(local, weights=v * v, minlength=len(texts)))
             v = v / norms[local]
         return rows, c, v
+
+    def _python_grams(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The reference of the compiled path: tokens in Python, names hashed through the
+        caches (``compiled_text=False``)."""
+        assert self._text is not None
+        tok = self._text.tokens
+        pairs = [tok(t) for t in texts]
+        wc, wv, wn = self._hash_names([w for w, _ in pairs], self._wcodes, "w:")
+        cc, cv, cn = self._hash_names([c for _, c in pairs], self._ccodes, "c:")
+        # per text: its words, then its characters
+        order = np.argsort(
+            np.concatenate([np.repeat(np.arange(len(texts)) * 2, wn),
+                            np.repeat(np.arange(len(texts)) * 2 + 1, cn)]),
+            kind="stable",
+        )  # fmt: skip
+        return np.concatenate([wc, cc])[order], np.concatenate([wv, cv])[order], wn + cn
+
+    def _hash_names(
+        self, per_text: list[dict[str, int]], cache: dict[str, int], prefix: str = ""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(codes, values, per-text counts) of ``prefix + name`` for each text's names, with
+        name → hash cached in ``cache`` (cleared when it passes its bound)."""
+        if len(cache) > self.cache_size:
+            cache.clear()
+        codes: list[int] = []
+        vals: list[int] = []
+        counts = np.empty(len(per_text), dtype=np.int64)
+        hash_ = mmh3.hash
+        for k, grams in enumerate(per_text):
+            counts[k] = len(grams)
+            if not grams:
+                continue
+            try:
+                codes.extend(list(map(cache.__getitem__, grams)))  # all or nothing
+            except KeyError:
+                for g in grams:
+                    h = cache.get(g)
+                    if h is None:
+                        h = cache[g] = hash_(prefix + g, 0, signed=True)
+                    codes.append(h)
+            vals.extend(grams.values())
+        return (
+            np.fromiter(codes, dtype=np.int64, count=len(codes)),
+            np.fromiter(vals, dtype=np.float64, count=len(vals)),
+            counts,
+        )
 
     def _add_quadratic(
         self,
