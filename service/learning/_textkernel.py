@@ -58,13 +58,15 @@ def text_grams(
     char_ngrams: tuple[int, int] | None,
     char_limit: int | None,
     binary: bool,
+    normalize: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(codes int64, values float64, per-text counts int64) of the texts' ``w:``/``c:`` names."""
+    """(codes int64, values float64, per-text counts int64) of the texts' ``w:``/``c:`` names;
+    with ``normalize`` each text's values are scaled to unit L2 norm."""
     buf = np.frombuffer(lowered_utf8(texts), dtype=np.uint8)
     wlo, whi = word_ngrams if word_ngrams is not None else (0, -1)
     clo, chi = char_ngrams if char_ngrams is not None else (0, -1)
     limit = char_limit if char_limit is not None else -1
-    return _grams(buf, word_table(), len(texts), wlo, whi, clo, chi, limit, binary)
+    return _grams(buf, word_table(), len(texts), wlo, whi, clo, chi, limit, binary, normalize)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -194,6 +196,7 @@ def _grams(
     chi: int,
     limit: int,
     binary: bool,
+    normalize: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     size = buf.shape[0]
     # segment bounds (texts are NUL-separated) and the longest one
@@ -321,4 +324,11 @@ def _grams(
                 vals[total + j] = 1.0 if binary else float(ic[j])
             total += m
         counts[t] = total - before
+        if normalize and total > before:  # as numpy's bincount and divide do it: in order
+            sq = 0.0
+            for j in range(before, total):
+                sq += vals[j] * vals[j]
+            norm = np.sqrt(sq)
+            for j in range(before, total):
+                vals[j] = vals[j] / norm
     return codes[:total], vals[:total], counts

@@ -697,21 +697,23 @@ class Featurizer:
             split = [tf.extras(t) for t in texts]
             bodies = [body for body, _ in split]
             extra = [names for _, names in split]
+        normalised = self._text_normalize and not extra  # the kernel can do it alone
         if self.compiled_text:
             c, v, counts = text_grams(bodies, tf.word_ngrams, tf.char_ngrams, tf.char_limit,
-                                      tf.binary)  # fmt: skip
+                                      tf.binary, normalised)  # fmt: skip
         else:
             c, v, counts = self._python_grams(bodies)
+            normalised = False
         rows = np.repeat(np.asarray(text_rows, dtype=np.int64), counts)
-        local = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
         if extra:
             xc, xv, xn = self._hash_names(extra, self._xcodes)
             xrows = np.repeat(np.asarray(text_rows, dtype=np.int64), xn)
             rows = np.concatenate([rows, xrows])
-            local = np.concatenate([local, np.repeat(np.arange(len(texts)), xn)])
             c = np.concatenate([c, xc])
             v = np.concatenate([v, xv])
-        if self._text_normalize and v.size:
+            counts = np.concatenate([counts, xn])
+        if self._text_normalize and not normalised and v.size:
+            local = np.repeat(np.tile(np.arange(len(texts)), len(counts) // len(texts)), counts)
             norms = np.sqrt(np.bincount(local, weights=v * v, minlength=len(texts)))
             v = v / norms[local]
         return rows, c, v
