@@ -85,12 +85,7 @@ def _murmur3(key: np.ndarray, n: int) -> int:
     nb = n >> 2
     for i in range(nb):
         j = i * 4
-        k = (
-            np.int64(key[j])
-            | (np.int64(key[j + 1]) << 8)
-            | (np.int64(key[j + 2]) << 16)
-            | (np.int64(key[j + 3]) << 24)
-        )
+        k = int(key[j]) | (int(key[j + 1]) << 8) | (int(key[j + 2]) << 16) | (int(key[j + 3]) << 24)
         k = (k * c1) & _M32
         k = _rotl(k, 15)
         k = (k * c2) & _M32
@@ -102,10 +97,10 @@ def _murmur3(key: np.ndarray, n: int) -> int:
     if rem:
         k = 0
         if rem == 3:
-            k ^= np.int64(key[tail + 2]) << 16
+            k ^= int(key[tail + 2]) << 16
         if rem >= 2:
-            k ^= np.int64(key[tail + 1]) << 8
-        k ^= np.int64(key[tail])
+            k ^= int(key[tail + 1]) << 8
+        k ^= int(key[tail])
         k = (k * c1) & _M32
         k = _rotl(k, 15)
         k = (k * c2) & _M32

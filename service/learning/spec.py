@@ -187,8 +187,9 @@ class ModelSpec:
         """A fresh learner for this spec (weights of shape (dim,) or (K, dim))."""
         return make_learner(self.algorithm, self.dim, self.n_classes, self.params)
 
-    def featurizer(self, **limits: int) -> Featurizer:
-        """The featurizer of this spec; ``limits`` are ``max_features``, ``max_text_chars``…"""
+    def featurizer(self, **limits: Any) -> Featurizer:
+        """The featurizer of this spec; ``limits`` are ``max_features``, ``max_text_chars``…
+        (the keyword arguments of :class:`Featurizer`)."""
         return Featurizer(self, **limits)
 
     # -- (de)serialisation -----------------------------------------------------------------------

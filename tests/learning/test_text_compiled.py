@@ -48,7 +48,7 @@ CORPUS = [
     "𝐁𝐨𝐥𝐝 𝕕𝕠𝕦𝕓𝕝𝕖 ℌ𝔢𝔩𝔩𝔬",  # mathematical alphanumerics (4-byte, \w)
 ]
 
-OPTIONS = [
+OPTIONS: list[dict[str, Any]] = [
     {"word_ngrams": [1, 1], "char_ngrams": None, "binary": True, "normalize": True},
     {"word_ngrams": [1, 1], "char_ngrams": [4, 4], "binary": True, "normalize": True},
     {"word_ngrams": [1, 3], "char_ngrams": [1, 5], "binary": False, "normalize": False},
