@@ -59,14 +59,19 @@ def text_grams(
     char_limit: int | None,
     binary: bool,
     normalize: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(codes int64, values float64, per-text counts int64) of the texts' ``w:``/``c:`` names;
-    with ``normalize`` each text's values are scaled to unit L2 norm."""
+    max_token: int = 1 << 62,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(codes int64, values float64, per-text counts int64, first bad text) of the texts'
+    ``w:``/``c:`` names; with ``normalize`` each text's values are scaled to unit L2 norm. The
+    last item is the index of the first text with a word of more than ``max_token`` characters
+    (then the arrays are empty), or -1."""
     buf = np.frombuffer(lowered_utf8(texts), dtype=np.uint8)
     wlo, whi = word_ngrams if word_ngrams is not None else (0, -1)
     clo, chi = char_ngrams if char_ngrams is not None else (0, -1)
     limit = char_limit if char_limit is not None else -1
-    return _grams(buf, word_table(), len(texts), wlo, whi, clo, chi, limit, binary, normalize)
+    return _grams(
+        buf, word_table(), len(texts), wlo, whi, clo, chi, limit, binary, normalize, max_token
+    )
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -192,7 +197,8 @@ def _grams(
     limit: int,
     binary: bool,
     normalize: bool,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    max_token: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     size = buf.shape[0]
     # segment bounds (texts are NUL-separated) and the longest one
     seg = np.empty(n_texts + 1, dtype=np.int64)
@@ -237,6 +243,7 @@ def _grams(
         s[0] = 32
         nwords = 0
         inword = False
+        wlen = 0
         p = seg[t]
         end = seg[t + 1] - 1
         while p < end:
@@ -259,6 +266,10 @@ def _grams(
                 if not inword:
                     wstart[nwords] = slen
                     inword = True
+                    wlen = 0
+                wlen += 1
+                if wlen > max_token:
+                    return codes[:0], vals[:0], counts, t
                 for q in range(n_bytes):
                     s[slen + q] = buf[p + q]
                 slen += n_bytes
@@ -326,4 +337,4 @@ def _grams(
             norm = np.sqrt(sq)
             for j in range(before, total):
                 vals[j] = vals[j] / norm
-    return codes[:total], vals[:total], counts
+    return codes[:total], vals[:total], counts, -1

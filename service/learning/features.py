@@ -6,6 +6,7 @@ A :class:`Batch` is a CSR matrix plus labels. Rows have unique, sorted column in
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from numba import njit
 
 from service.errors import InvalidExample
 from service.learning._textkernel import text_grams
-from service.learning.text import TextFeaturizer
+from service.learning.text import WORD_RE, TextFeaturizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +131,22 @@ as ``True == 1`` and ``False == 0`` in Python (and so in this dict)."""
 
 SCHEMA_CACHE_SIZE = 4096
 """How many distinct tuples of feature names the featurizer remembers (then it starts over)."""
+
+CACHE_BYTES = 16 << 20
+"""Default bound on the memory of a featurizer's caches (name → hash, tuple of names → codes
+and layouts, e-mail/token names → hash), counted in bytes of the names and arrays they hold:
+past it every cache starts over, so no stream of distinct names, however long, grows a process
+beyond it. (The compiled text path caches nothing.)"""
+
+MAX_NAME_CHARS = 1024
+"""Default longest feature name (characters); a longer one is an invalid example."""
+
+MAX_TOKEN_CHARS = 4096
+"""Default longest word token of a text (characters of a ``\\w+`` run of the lower-cased text,
+or of a decoded e-mail body); a text with a longer one is an invalid example."""
+
+FIELD_NAME_CHARS = 64
+"""How much of a feature name an error's ``field`` quotes (a longer name is cut, with "…")."""
 
 _MISSING = object()
 
@@ -286,12 +303,18 @@ class Featurizer:
         max_features: int = 100_000,
         max_text_chars: int = 1_000_000,
         cache_size: int = 1 << 20,
+        cache_bytes: int = CACHE_BYTES,
+        max_name_chars: int = MAX_NAME_CHARS,
+        max_token_chars: int = MAX_TOKEN_CHARS,
         compiled_text: bool = True,
     ) -> None:
         for name, value in (
             ("max_features", max_features),
             ("max_text_chars", max_text_chars),
             ("cache_size", cache_size),
+            ("cache_bytes", cache_bytes),
+            ("max_name_chars", max_name_chars),
+            ("max_token_chars", max_token_chars),
         ):
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -310,6 +333,10 @@ class Featurizer:
         self.max_features = max_features
         self.max_text_chars = max_text_chars
         self.cache_size = cache_size
+        self.cache_bytes = cache_bytes
+        self.max_name_chars = max_name_chars
+        self.max_token_chars = max_token_chars
+        self._cached = 0  # bytes charged to the caches since they last started over
         self.compiled_text = bool(compiled_text)
         self._codes: dict[Any, int] = {}
         self._schemas: dict[tuple[Any, ...], np.ndarray] = {}
@@ -515,7 +542,7 @@ class Featurizer:
                 and 0 < len(schemas[0]) <= self.max_features
             )
             codes = self._lookup(schemas[:1] if one else schemas, errors)
-            vals = _to_float(values, ends, errors, lambda p: f"features.{_flat(schemas)[p]}")
+            vals = _to_float(values, ends, errors, lambda p: _field(_flat(schemas)[p]))
             if vals is not None and self._log1p:
                 vals = np.copysign(np.log1p(np.abs(vals)), vals)
             if one and codes is not None and vals is not None and not errors:
@@ -560,10 +587,11 @@ class Featurizer:
                     )
                 )
             else:
-                r, c, v = self._text_features(text_rows, texts)
-                rows_parts.append(r)
-                cols_parts.append(c)
-                vals_parts.append(v)
+                got = self._text_features(text_rows, texts, errors)
+                if got is not None:
+                    rows_parts.append(got[0])
+                    cols_parts.append(got[1])
+                    vals_parts.append(got[2])
         if errors:
             raise min(errors, key=lambda e: e.index if e.index is not None else -1)
         if len(rows_parts) == 1:
@@ -608,7 +636,9 @@ class Featurizer:
             first = np.concatenate(([True], sorted_cols[1:] != sorted_cols[:-1]))
             starts = None if first.all() else np.flatnonzero(first)
             unique_cols = sorted_cols[first].astype(np.int32)
-            info = self._layouts[key] = (order, signs[order], starts, unique_cols)
+            info = (order, signs[order], starts, unique_cols)
+            self._charge(sum(x.nbytes for x in info if x is not None) + 200)
+            self._layouts[key] = info
         order, signs, starts, unique_cols = info
         V = vals.reshape(n, -1)[:, order] * signs
         if starts is not None:  # hash collisions inside the schema: sum them
@@ -642,10 +672,12 @@ class Featurizer:
                 a = known.get(k)
                 if a is None:
                     try:
-                        a = known[k] = self._schema_codes(k)
+                        a = self._schema_codes(k)
                     except _BadName as e:
-                        errors.append(InvalidExample(e.msg, field=f"features.{e.name}", index=i))
+                        errors.append(InvalidExample(e.msg, field=_field(e.name), index=i))
                         return None
+                    self._charge(_tuple_bytes(k) + a.nbytes)
+                    known[k] = a
                 arrays.append(a)
         return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
 
@@ -658,13 +690,20 @@ class Featurizer:
             code = cache.get(name)
             if code is None:
                 try:
-                    code = cache[name] = self._code(name)
+                    code = self._code(name)
                 except ValueError as e:
                     raise _BadName(name, str(e)) from None
+                self._charge(sys.getsizeof(name) + _ENTRY_BYTES)
+                cache[name] = code
             out[t] = code
         return out
 
     def _code(self, name: Any) -> int:
+        if type(name) is str and len(name) > self.max_name_chars:
+            raise ValueError(
+                f"a feature name has {len(name)} characters, more than "
+                f"max_name_chars={self.max_name_chars}"
+            )
         if self.hashing:
             if type(name) is not str:
                 raise ValueError(f"feature names must be strings, got {name!r}")
@@ -684,8 +723,8 @@ class Featurizer:
         return idx
 
     def _text_features(
-        self, text_rows: list[int], texts: list[str]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self, text_rows: list[int], texts: list[str], errors: list[InvalidExample]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(rows, codes, values) of the texts: per text, the body's ``w:`` then ``c:`` names,
         then the e-mail header and special-token names, each distinct name once (the order
         :meth:`TextFeaturizer.features` gives)."""
@@ -699,11 +738,21 @@ class Featurizer:
             extra = [names for _, names in split]
         normalised = self._text_normalize and not extra  # the kernel can do it alone
         if self.compiled_text:
-            c, v, counts = text_grams(bodies, tf.word_ngrams, tf.char_ngrams, tf.char_limit,
-                                      tf.binary, normalised)  # fmt: skip
+            c, v, counts, bad = text_grams(bodies, tf.word_ngrams, tf.char_ngrams, tf.char_limit,
+                                           tf.binary, normalised, self.max_token_chars)  # fmt: skip
         else:
-            c, v, counts = self._python_grams(bodies)
+            c, v, counts, bad = self._python_grams(bodies)
             normalised = False
+        if bad >= 0:
+            errors.append(
+                InvalidExample(
+                    f"text has a word of more than max_token_chars={self.max_token_chars} "
+                    "characters",
+                    field="text",
+                    index=text_rows[bad],
+                )
+            )
+            return None
         rows = np.repeat(np.asarray(text_rows, dtype=np.int64), counts)
         if extra:
             xc, xv, xn = self._hash_names(extra, self._xcodes)
@@ -718,10 +767,14 @@ class Featurizer:
             v = v / norms[local]
         return rows, c, v
 
-    def _python_grams(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _python_grams(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
         """The reference of the compiled path: tokens in Python, names hashed through the
         caches (``compiled_text=False``)."""
         assert self._text is not None
+        longest = self.max_token_chars
+        for k, t in enumerate(texts):
+            if max(map(len, WORD_RE.findall(t.lower())), default=0) > longest:
+                return np.zeros(0, np.int64), np.zeros(0), np.zeros(len(texts), np.int64), k
         tok = self._text.tokens
         pairs = [tok(t) for t in texts]
         wc, wv, wn = self._hash_names([w for w, _ in pairs], self._wcodes, "w:")
@@ -732,7 +785,7 @@ class Featurizer:
                             np.repeat(np.arange(len(texts)) * 2 + 1, cn)]),
             kind="stable",
         )  # fmt: skip
-        return np.concatenate([wc, cc])[order], np.concatenate([wv, cv])[order], wn + cn
+        return np.concatenate([wc, cc])[order], np.concatenate([wv, cv])[order], wn + cn, -1
 
     def _hash_names(
         self, per_text: list[dict[str, int]], cache: dict[str, int], prefix: str = ""
@@ -756,6 +809,7 @@ class Featurizer:
                     h = cache.get(g)
                     if h is None:
                         h = cache[g] = hash_(prefix + g, 0, signed=True)
+                        self._charge(sys.getsizeof(g) + _ENTRY_BYTES)
                     codes.append(h)
             vals.extend(grams.values())
         return (
@@ -779,8 +833,11 @@ class Featurizer:
         if len(group_of) > self.cache_size:
             group_of.clear()
         index = {g: k for k, g in enumerate(self._groups)}
-        for name in set(names).difference(group_of):
-            group_of[name] = index.get(str(name).partition(":")[0], -1) if ":" in name else -1
+        new = set(names).difference(group_of)
+        if new:  # charged first: a charge past the bound clears group_of, then all are new
+            self._charge(sum(sys.getsizeof(name) + _ENTRY_BYTES for name in new))
+            for name in set(names).difference(group_of):
+                group_of[name] = index.get(str(name).partition(":")[0], -1) if ":" in name else -1
         grp = np.fromiter(map(group_of.__getitem__, names), dtype=np.int64, count=len(names))
         pos = np.arange(len(names), dtype=np.int64)
         for a, b in self._quadratic:
@@ -805,6 +862,37 @@ class Featurizer:
             rows_parts.append(rows[ea])
             cols_parts.append(_mix(ha, hb))
             vals_parts.append(vals[ea] * vals[eb])
+
+    def _charge(self, nbytes: int) -> None:
+        """Count ``nbytes`` more held by the caches; past ``cache_bytes`` they all start over
+        (the entry being added then goes into the fresh caches)."""
+        self._cached += nbytes
+        if self._cached > self.cache_bytes:
+            for cache in (self._codes, self._schemas, self._layouts, self._wcodes,
+                          self._ccodes, self._xcodes, self._group_of):  # fmt: skip
+                cache.clear()
+            self._cached = nbytes
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes the caches hold now, as counted against ``cache_bytes``."""
+        return self._cached
+
+
+_ENTRY_BYTES = 100
+"""What a dict entry costs besides its key: the slot, the hash, the int value."""
+
+
+def _tuple_bytes(names: tuple[Any, ...]) -> int:
+    return sys.getsizeof(names) + sum(map(sys.getsizeof, names))
+
+
+def _field(name: Any) -> str:
+    """``features.<name>`` for an error, the name cut to :data:`FIELD_NAME_CHARS`."""
+    text = str(name)
+    if len(text) > FIELD_NAME_CHARS:
+        text = text[:FIELD_NAME_CHARS] + "…"
+    return f"features.{text}"
 
 
 class _BadName(Exception):

@@ -44,7 +44,8 @@ its raw text):
   ``w:``/``c:`` features exactly as a plain text would.
 
 A text that does not look like a message is all body, so ``email: true`` is safe on a stream
-that mixes SMS, bare bodies and whole messages.
+that mixes SMS, bare bodies and whole messages. Header and special-token names are cut to
+:data:`MAX_EXTRA_CHARS` characters.
 
 Special tokens (``tokens``: any of :data:`TOKEN_KINDS`), found in the original-case body:
 
@@ -99,6 +100,10 @@ MAIL_FIELDS = frozenset(
      "mime-version", "content-type", "sender", "reply-to", "delivered-to", "x-mailer"}
 )  # fmt: skip
 """Standard header names: a header block must hold at least one to be taken for a message."""
+
+MAX_EXTRA_CHARS = 256
+"""E-mail header and special-token names are cut to this many characters (a malformed message
+never fails, and no name it yields is longer)."""
 
 TOKEN_KINDS = ("url", "number", "currency", "caps")
 """The special token kinds of the ``tokens`` option."""
@@ -189,6 +194,8 @@ class TextFeaturizer:
                 extra.extend(f"h:part:{p}" for p in parts)
         if self.token_kinds:
             extra.extend(special_tokens(body, self.token_kinds))
+        if any(len(name) > MAX_EXTRA_CHARS for name in extra):  # a giant host or header word
+            extra = [name[:MAX_EXTRA_CHARS] for name in extra]
         return body, extra
 
     def extras(self, text: str) -> tuple[str, dict[str, int]]:

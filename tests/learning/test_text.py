@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 from service.errors import InvalidExample, InvalidSpec
 from service.learning.features import Featurizer
 from service.learning.spec import ModelSpec, TextSpec
-from service.learning.text import TextFeaturizer, looks_like_message, parse_message
+from service.learning.text import (
+    MAX_EXTRA_CHARS,
+    TextFeaturizer,
+    looks_like_message,
+    parse_message,
+)
 
 # --- the spec ----------------------------------------------------------------------------------
 
@@ -239,3 +244,12 @@ def test_a_lone_surrogate_is_an_invalid_example_not_a_crash() -> None:
     with pytest.raises(InvalidExample) as e:
         f.transform([{"features": {"x\udcff": 1.0}, "label": 1}])
     assert e.value.field == "features.x\udcff" and e.value.index == 0
+
+
+def test_header_and_token_names_are_cut_to_a_bounded_length() -> None:
+    giant = "h" * 100_000
+    text = f"Subject: {giant}\n\nsee http://{giant}.com now"
+    t = TextFeaturizer(email=True, tokens=("url",))
+    _, extra = t.extras(text)
+    assert max(map(len, extra)) == MAX_EXTRA_CHARS
+    assert "h:subject:" + "h" * (MAX_EXTRA_CHARS - len("h:subject:")) in extra

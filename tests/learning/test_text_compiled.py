@@ -95,7 +95,8 @@ def test_the_kernel_emits_the_reference_names_in_the_reference_order() -> None:
         (None, (4, 4), None, True),
     ]:
         ref = TextFeaturizer(word_ngrams=wn, char_ngrams=cn, char_limit=limit, binary=binary)
-        codes, vals, counts = text_grams(CORPUS, wn, cn, limit, binary)
+        codes, vals, counts, bad = text_grams(CORPUS, wn, cn, limit, binary)
+        assert bad == -1
         names = [ref.features(t) for t in CORPUS]
         assert counts.tolist() == [len(n) for n in names]
         assert codes.tolist() == [mmh3.hash(k, 0, signed=True) for n in names for k in n]
