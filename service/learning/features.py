@@ -987,6 +987,45 @@ def _same(c: np.ndarray, a: int, b: int, m: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
+def _stable_order(c: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The positions ``0..hi-lo-1`` ordered by column ``c[lo + t]`` (all >= 0), equal columns
+    in position order: an insertion sort for short rows, else an LSD radix sort on bytes of
+    the column (stable, so duplicates are later summed in the order they came)."""
+    n = hi - lo
+    order = np.arange(n)
+    if n <= 24:
+        for t in range(1, n):
+            x = order[t]
+            key = c[lo + x]
+            u = t - 1
+            while u >= 0 and c[lo + order[u]] > key:
+                order[u + 1] = order[u]
+                u -= 1
+            order[u + 1] = x
+        return order
+    top = 0
+    for t in range(n):
+        top = max(top, c[lo + t])
+    tmp = np.empty(n, dtype=np.int64)
+    cnt = np.empty(257, dtype=np.int64)
+    shift = 0
+    while (top >> shift) > 0:
+        cnt[:] = 0
+        for t in range(n):
+            cnt[((c[lo + order[t]] >> shift) & 255) + 1] += 1
+        for d in range(256):
+            cnt[d + 1] += cnt[d]
+        for t in range(n):
+            x = order[t]
+            d = (c[lo + x] >> shift) & 255
+            tmp[cnt[d]] = x
+            cnt[d] += 1
+        order, tmp = tmp, order
+        shift += 8
+    return order
+
+
+@njit(cache=True, nogil=True)
 def _assemble(
     rows: np.ndarray,
     codes: np.ndarray,
@@ -1001,7 +1040,7 @@ def _assemble(
     negated when ``code < 0``. The last result is the first row with more than
     ``max_features`` entries (then the CSR arrays are empty), or -1.
 
-    Linear in nnz plus a small sort per row whose columns are not already increasing; a row
+    Linear in nnz plus a small stable sort per row whose columns are not already increasing; a row
     with the same column sequence as the row before (one schema, example after example)
     reuses that row's order instead of sorting again.
     """
@@ -1046,12 +1085,7 @@ def _assemble(
         if ordered:
             order = np.arange(hi - lo)
         elif not (hi - lo == phi - plo and _same(c2, lo, plo, hi - lo)):
-            # sort (column, position) packed in one int64: positions < 2**20 (max_features)
-            keys = np.empty(hi - lo, dtype=np.int64)
-            for t in range(hi - lo):
-                keys[t] = (c2[lo + t] << 20) | t
-            keys.sort()
-            order = keys & 0xFFFFF
+            order = _stable_order(c2, lo, hi)
         plo = lo
         phi = hi
         first = m
