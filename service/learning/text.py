@@ -121,6 +121,9 @@ _HREF = re.compile(r"""href\s*=\s*["']?([^"'\s>]+)""", re.IGNORECASE)
 _SCRIPT = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
 MAX_DIGITS_TOKEN = 16
+_NUM_NAMES = [f"t:num:{d}" for d in range(MAX_DIGITS_TOKEN + 1)]
+_ANY_DIGIT = re.compile(r"\d")
+_WORD2 = re.compile(r"\w\w+")
 
 
 class TextFeaturizer:
@@ -234,8 +237,11 @@ def word_grams(words: list[str], rng: tuple[int, int]) -> list[str]:
 def special_tokens(text: str, kinds: tuple[str, ...]) -> list[str]:
     """The ``t:`` names of one text for the given kinds, in kind order (with repeats)."""
     out: list[str] = []
+    digits = _ANY_DIGIT.search(text) is not None  # numbers and amounts need one
     for kind in kinds:
         if kind == "url":
+            if "://" not in text and "ww." not in text.lower():
+                continue
             for url in _URL.findall(text):
                 out.append("t:url")
                 m = _HOST.match(url)
@@ -243,16 +249,19 @@ def special_tokens(text: str, kinds: tuple[str, ...]) -> list[str]:
                     host = m.group(1).lower().rstrip(".")
                     out.append("t:url:" + host.removeprefix("www."))
         elif kind == "number":
-            out.extend(f"t:num:{min(len(d), MAX_DIGITS_TOKEN)}" for d in _DIGITS.findall(text))
+            if digits:
+                out.extend(
+                    [_NUM_NAMES[min(len(d), MAX_DIGITS_TOKEN)] for d in _DIGITS.findall(text)]
+                )
         elif kind == "currency":
-            for before, after in _CURRENCY.findall(text):
-                out.append("t:cur")
-                out.append("t:cur:" + (before or after).lower())
+            if digits:
+                for before, after in _CURRENCY.findall(text):
+                    out.append("t:cur")
+                    out.append("t:cur:" + (before or after).lower())
         else:  # caps
-            for w in WORD_RE.findall(text):
-                if len(w) >= 2 and w.isupper():
-                    out.append("t:caps")
-                    out.append("t:caps:" + w.lower())
+            for w in [w for w in _WORD2.findall(text) if w.isupper()]:
+                out.append("t:caps")
+                out.append("t:caps:" + w.lower())
     return out
 
 
