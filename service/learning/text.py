@@ -112,14 +112,14 @@ _HEADER_LINE = re.compile(r"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII
 _URL = re.compile(r"(?:https?://|www\.)[^\s<>\"'()\[\]{}]+", re.IGNORECASE)
 _HOST = re.compile(r"^(?:https?://)?(?:[^/@\s]*@)?([^/:?#\s]+)", re.IGNORECASE)
 _DIGITS = re.compile(r"\d+")
-_CURRENCY = re.compile(
-    r"([$£€¥₹])\s?\d[\d,.]*|\d[\d,.]*\s?([$£€¥₹]|usd|eur|gbp|dollars?|pounds?|euros?)\b",
-    re.IGNORECASE,
-)
+# Every pattern here runs in linear time on any input (no nested or overlapping repeats that
+# backtrack): an amount is a maximal run of digits, commas and dots, its sign is looked up
+# right before or right after it.
+_AMOUNT = re.compile(r"([$£€¥₹]?)\s?\d[\d,.]*")
+_CURRENCY_AFTER = re.compile(r"\s?([$£€¥₹]|usd|eur|gbp|dollars?|pounds?|euros?)\b", re.IGNORECASE)
 _DOMAIN = re.compile(r"@([\w.-]+\w)")
 _HREF = re.compile(r"""href\s*=\s*["']?([^"'\s>]+)""", re.IGNORECASE)
-_SCRIPT = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]*>")
+_TAG = re.compile(r"<[^<>]*>")
 MAX_DIGITS_TOKEN = 16
 _NUM_NAMES = [f"t:num:{d}" for d in range(MAX_DIGITS_TOKEN + 1)]
 _ANY_DIGIT = re.compile(r"\d")
@@ -255,9 +255,15 @@ def special_tokens(text: str, kinds: tuple[str, ...]) -> list[str]:
                 )
         elif kind == "currency":
             if digits:
-                for before, after in _CURRENCY.findall(text):
+                for m in _AMOUNT.finditer(text):
+                    sign = m.group(1)
+                    if not sign:
+                        after = _CURRENCY_AFTER.match(text, m.end())
+                        if after is None:
+                            continue
+                        sign = after.group(1)
                     out.append("t:cur")
-                    out.append("t:cur:" + (before or after).lower())
+                    out.append("t:cur:" + sign.lower())
         else:  # caps
             for w in [w for w in _WORD2.findall(text) if w.isupper()]:
                 out.append("t:caps")
@@ -353,8 +359,35 @@ def _html_text(markup: str) -> str:
     """The text of an HTML part: scripts and styles dropped, tags removed, entities decoded,
     link targets kept."""
     hrefs = _HREF.findall(markup)
-    text = html.unescape(_TAG.sub(" ", _SCRIPT.sub(" ", markup)))
+    text = html.unescape(_TAG.sub(" ", _drop_scripts(markup)))
     return text + (" " + " ".join(hrefs) if hrefs else "")
+
+
+def _drop_scripts(markup: str) -> str:
+    """The markup without its ``<script>``/``<style>`` blocks (an unclosed one runs to the
+    end), in one left-to-right pass."""
+    lower = markup.lower()
+    if "<script" not in lower and "<style" not in lower:
+        return markup
+    out: list[str] = []
+    pos = 0
+    nxt = {"<script": lower.find("<script"), "<style": lower.find("<style")}
+    while True:
+        for tag, at in nxt.items():  # each search moves forward only: linear in all
+            if 0 <= at < pos:
+                nxt[tag] = lower.find(tag, pos)
+        starts = [at for at in nxt.values() if at >= 0]
+        if not starts:
+            out.append(markup[pos:])
+            return " ".join(out)
+        i = min(starts)
+        out.append(markup[pos:i])
+        close = "</script" if lower.startswith("<script", i) else "</style"
+        j = lower.find(close, i)
+        if j < 0:
+            return " ".join(out)
+        k = lower.find(">", j)
+        pos = len(markup) if k < 0 else k + 1
 
 
 def check_ngram_range(field: str, rng: object) -> tuple[int, int]:

@@ -253,3 +253,25 @@ def test_header_and_token_names_are_cut_to_a_bounded_length() -> None:
     _, extra = t.extras(text)
     assert max(map(len, extra)) == MAX_EXTRA_CHARS
     assert "h:subject:" + "h" * (MAX_EXTRA_CHARS - len("h:subject:")) in extra
+
+
+HOSTILE = [
+    "1," * 500_000,  # one endless amount
+    "1 " * 500_000,
+    "$" * 1_000_000,
+    "http://" + "a." * 500_000,
+    "Subject: x\nContent-Type: text/html\n\n" + "<" * 1_000_000,
+    "Subject: x\nContent-Type: text/html\n\n" + "<script " * 100_000,
+    "Subject: x\nContent-Type: text/html\n\n" + "<style>a</style>" * 50_000,
+    "Subject: x\nContent-Type: text/html\n\n" + "href=" * 200_000,
+    "From: " + "@." * 500_000 + "\n\nbody",
+    "Subject: " + "a:" * 500_000 + "\n\nbody",
+]
+
+
+@pytest.mark.timeout(120)  # every pattern is linear: a quadratic one takes hours on these
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_megabyte_inputs_built_to_make_regexes_backtrack_finish(text: str) -> None:
+    t = TextFeaturizer(email=True, tokens=("url", "number", "currency", "caps"))
+    _, extra = t.extras(text)
+    assert all(len(name) <= MAX_EXTRA_CHARS for name in extra)
