@@ -36,10 +36,25 @@ import math
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins
+from service.learning._kernels import FASTMATH, csr_margins, row_dot, sign
 from service.learning.features import Batch
-from service.learning.linear import Learner, _as_csr, _check_indices, boolean, one_of, positive
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    Learner,
+    _as_csr,
+    _check_indices,
+    boolean,
+    float_slots,
+    one_of,
+    positive,
+)
 from service.learning.registry import register
+
+_FLOATS = ("b", "Gb", "N")
+B, GB, N = float_slots(*_FLOATS)
 
 _LOSSES = ("logistic", "hinge", "squared")
 
@@ -70,24 +85,31 @@ def _learn_kernel(
     loss: int,
     lr: float,
     bias: bool,
+    thick: float,
+    repeats: int,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm, b, Gb, N]; wgs[:, 0/1/2] = w, G, s."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    b, gb, big_n = f[1], f[2], f[3]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    b, gb, big_n = f[B], f[GB], f[N]
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        served = b
-        p = b
+        served = 0.0
         sq = 0.0
+        for k in range(lo, hi):  # the served margin first, read exactly as decision() does
+            x = data[k]
+            served += wgs[indices[k], 0] * x
+            sq += x * x
+        served += b
+        p = b
         changed = False
         for k in range(lo, hi):
             j = indices[k]
             x = data[k]
             ax = abs(x)
-            served += wgs[j, 0] * x
             if ax > wgs[j, 2]:
                 if wgs[j, 2] > 0.0 and wgs[j, 0] != 0.0:
                     ratio = wgs[j, 2] / ax
@@ -98,35 +120,42 @@ def _learn_kernel(
             if ax > 0.0:
                 nx = x / wgs[j, 2]
                 big_n += nx * nx
-            sq += x * x
         if bias:
             big_n += 1.0
-        yi = 1.0 if y[i] == 1 else -1.0
+        yi = sign(y[i])
         if sq > r2:
             r2 = sq
+        margins[i] = served
         if (served > 0.0) != (yi > 0.0):
             out[i] = True
             mistakes += 1
         seen += 1
-        d = _dloss(loss, yi, p)
-        if d != 0.0 and big_n > 0.0:
+        if yi * served <= thick and big_n > 0.0:  # learned (always, without a thick threshold)
             rate = lr * math.sqrt(seen / big_n)
-            for k in range(lo, hi):
-                j = indices[k]
-                g = d * data[k]
-                if g != 0.0:
-                    wgs[j, 1] += g * g
-                    wgs[j, 0] -= rate * g / (wgs[j, 2] * math.sqrt(wgs[j, 1]))
+            for rep in range(repeats):
+                if rep > 0:
+                    p = row_dot(indptr, indices, data, i, wgs[:, 0]) + b
+                    if yi * p > thick:
+                        break
+                d = _dloss(loss, yi, p)
+                if d == 0.0:
+                    break
+                for k in range(lo, hi):
+                    j = indices[k]
+                    g = d * data[k]
+                    if g != 0.0:
+                        wgs[j, 1] += g * g
+                        wgs[j, 0] -= rate * g / (wgs[j, 2] * math.sqrt(wgs[j, 1]))
+                        changed = True
+                if bias:
+                    gb += d * d
+                    b -= rate * d / math.sqrt(gb)
                     changed = True
-            if bias:
-                gb += d * d
-                b -= rate * d / math.sqrt(gb)
-                changed = True
         if changed:
             updates += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1], f[2], f[3] = b, gb, big_n
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+    f[B], f[GB], f[N] = b, gb, big_n
 
 
 @register
@@ -135,7 +164,7 @@ class AdaGrad(Learner):
 
     name = "adagrad"
     _arrays = ("wgs",)
-    _float_slots = ("b", "Gb", "N")
+    _float_slots = _FLOATS
     wgs: np.ndarray
 
     def __init__(
@@ -155,17 +184,18 @@ class AdaGrad(Learner):
     def _init_arrays(self) -> dict[str, np.ndarray]:
         return {"wgs": np.zeros((self.dim, 3), dtype=np.float64)}
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        thick, repeats = self._thick_args()
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y, self.wgs, self._c, self._f,
-            _LOSSES.index(self.loss), self.lr, self.bias, out,
+            _LOSSES.index(self.loss), self.lr, self.bias, thick, repeats, out, margins,
         )  # fmt: skip
 
     def _served(self) -> tuple[np.ndarray, float]:
-        return self.wgs[:, 0], float(self._f[1])
+        return self.wgs[:, 0], float(self._f[B])
 
     def decision(self, batch: Batch) -> np.ndarray:
         """Margins read from the strided ``w`` column directly (no O(dim) copy)."""
         _check_indices(batch, self.dim)
         indptr, indices, data = _as_csr(batch)
-        return csr_margins(indptr, indices, data, self.wgs[:, 0], float(self._f[1]))
+        return csr_margins(indptr, indices, data, self.wgs[:, 0], float(self._f[B]))
