@@ -245,10 +245,7 @@ def _learn_kernel(
             big_n += norm_x
             mult = math.sqrt(big_t / big_n)
             q *= mult
-            if invariant:
-                u = (flow(loss, yi, p, lr * q) - p) / q
-            else:
-                u = -lr * d
+            u = (flow(loss, yi, p, lr * q) - p) / q if invariant else -lr * d
             u *= mult
             for k in range(lo, hi):
                 w_step = u * data[k] * rates[k - lo]
