@@ -340,3 +340,15 @@ def test_long_files_get_a_progress_bar_and_the_same_report(
     assert (with_bar.mistakes, with_bar.auc) == (plain.mistakes, plain.auc)
     lines = capsys.readouterr().out.strip().splitlines()
     assert json.loads(lines[-1])["examples"] == 300
+
+
+def test_cli_takes_a_thick_threshold_as_a_json_param(tmp_path: Path) -> None:
+    _, svm = write_stream(tmp_path, n=500, seed=8)
+    thick = '{"margin": 0.5, "repeats": 2}'
+    result = CliRunner().invoke(app, ["evaluate", str(svm), "-a", "pa1", "-p", f"thick={thick}",
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["params"] == {"C": 1.0, "thick": {"margin": 0.5, "repeats": 2}}
+    plain = evaluate_file(svm, algorithm="pa1")
+    assert report["examples"] == plain.examples and report["updates"] < plain.updates

@@ -80,7 +80,7 @@ import math
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins, sign
+from service.learning._kernels import FASTMATH, csr_margins, row_dot, sign
 from service.learning.features import Batch
 from service.learning.linear import (
     MAX_NORM,
@@ -206,9 +206,7 @@ def _learn_kernel(
         changed = False
         for rep in range(repeats):
             if rep > 0:  # a repeat: read the margin again
-                p = b
-                for k in range(lo, hi):
-                    p += wgs[indices[k], 0] * data[k]
+                p = row_dot(indptr, indices, data, i, wgs[:, 0]) + b
             if yi * p > thick:
                 break
             d = dloss(loss, yi, p)

@@ -30,6 +30,7 @@ keyword arguments, read back by name as in River and scikit-learn), ``repr`` and
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -297,11 +298,58 @@ class Learner:
         raise NotImplementedError
 
     _thick: tuple[float, int] = (math.inf, 1)
+    thick: dict[str, Any] | None = None
 
     def _thick_args(self) -> tuple[float, int]:
         """``(thick, repeats)`` for a binary kernel: learn a row while ``y·s ≤ thick``, up to
         ``repeats`` times (``(inf, 1)``: every row once)."""
         return self._thick
+
+    #: Whether this learner takes the ``thick`` option (every binary learner whose kernel
+    #: reads ``_thick_args``; not the multi-class forms, not the ensemble).
+    supports_thick: ClassVar[bool] = True
+
+    def set_thick(self, thick: Any) -> None:
+        """Train only on or near errors: the ``thick`` hyper-parameter, validated.
+
+        ``{"margin": m, "repeats": r}`` (m ≥ 0 finite, r an integer in 1..100, default 1), a
+        JSON string of it (from a command line), or None (off). After serving row i with
+        margin s, the row is learned only if ``y·s ≤ m`` — the served score is wrong or
+        within m of the threshold — and learned again, s read anew, while that still holds
+        and the step still moves the weights, up to r times in all. A row outside is not
+        learned at all (it is still seen; its mistake is counted against s as always).
+        """
+        name = "thick"
+        if isinstance(thick, str):
+            try:
+                thick = json.loads(thick)
+            except ValueError:
+                raise InvalidParameter(
+                    name, f'thick must be {{"margin": m, "repeats": r}} or null, got {thick!r}'
+                ) from None
+        if thick is None:
+            self.thick, self._thick = None, (math.inf, 1)
+            return
+        if self.multiclass or not self.supports_thick:
+            raise InvalidParameter(
+                name, f"thick applies to binary single learners, not {self.name or 'this'}"
+            )
+        if not isinstance(thick, Mapping) or not set(thick) <= {"margin", "repeats"}:
+            raise InvalidParameter(
+                name, f'thick must be {{"margin": m, "repeats": r}} or null, got {thick!r}'
+            )
+        if "margin" not in thick:
+            raise InvalidParameter(name, f"thick needs a margin, got {dict(thick)!r}")
+        margin = non_negative("thick.margin", thick["margin"])
+        repeats = thick.get("repeats", 1)
+        if isinstance(repeats, bool) or not isinstance(repeats, int | np.integer) or not (
+            1 <= repeats <= 100
+        ):
+            raise InvalidParameter(
+                name, f"thick.repeats must be an integer in 1..100, got {repeats!r}"
+            )
+        self.thick = {"margin": margin, "repeats": int(repeats)}
+        self._thick = (margin, int(repeats))
 
     # ---- slots: named scalars kept in the arrays the kernels update ---------------------------
 
@@ -464,7 +512,11 @@ class Learner:
 
     @property
     def params(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.param_names()}
+        """The ``__init__`` hyper-parameters, plus ``thick`` when it is set."""
+        out = {k: getattr(self, k) for k in self.param_names()}
+        if self.thick is not None:
+            out["thick"] = dict(self.thick)
+        return out
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())

@@ -15,6 +15,10 @@ in ``v`` units (``u += η_t·l1/scale``), which is exact: a penalty paid at step
 afterwards is what the lazy sum gives. When ``scale`` falls below 1e-10, ``v``, ``q`` and
 ``u`` are renormalised (O(dim), rare).
 
+Thick threshold (``params.thick``): a row with y·s above the margin is not learned; a
+repeat re-applies the gradient step alone (same η_t, s read again); the L2 shrink and the
+L1 penalty apply once per learned row.
+
 The model's probability is ``σ(s)`` itself (``link = "calibrated-sigmoid"``).
 
 >>> from service.learning.features import Batch

@@ -15,6 +15,10 @@ both already at hand), which makes the projection O(1). When ``scale`` falls bel
 and resets the drift of the incremental norm. At t = 1 the shrink factor is 0 and ``w`` is
 already zero, so nothing is done.
 
+Thick threshold (``params.thick``): a row with y·s above the margin is not learned — no
+shrink, no step — though ``t`` still counts it; a repeat re-applies the hinge step alone
+(same η, s read again); the shrink and the projection apply once per learned row.
+
 Counting: an update is any change of ``w``; the shrink changes every non-zero ``w``, so once
 anything has been learned every example is an update.
 

@@ -109,6 +109,7 @@ def _learn_kernel(
             if current == 0:
                 perrs += 1
         changed = False
+        in_band = yi * served <= thick  # else not learned: no step, no run bookkeeping
         for rep in range(repeats):
             if rep > 0:
                 sw, sp, sq = _read(indptr, indices, data, i, ww)
@@ -129,6 +130,8 @@ def _learn_kernel(
             updates += 1
             run = 0
             perrs = 0
+        elif not in_band:
+            pass
         elif yi * sw > 0.0:  # w right: its run goes on
             run += 1
             if current == 1:
@@ -136,7 +139,7 @@ def _learn_kernel(
             elif run > prun and perrs > 0:
                 current = 1
                 prun = run
-        else:  # w wrong but not learned (outside a thick threshold's band): its run restarts
+        else:  # w wrong, yet not moved (a thick threshold's margin-lifted rule did not fire)
             run = 0
             perrs = 0
         seen += 1
