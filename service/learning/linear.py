@@ -342,8 +342,10 @@ class Learner:
             raise InvalidParameter(name, f"thick needs a margin, got {dict(thick)!r}")
         margin = non_negative("thick.margin", thick["margin"])
         repeats = thick.get("repeats", 1)
-        if isinstance(repeats, bool) or not isinstance(repeats, int | np.integer) or not (
-            1 <= repeats <= 100
+        if (
+            isinstance(repeats, bool)
+            or not isinstance(repeats, int | np.integer)
+            or not (1 <= repeats <= 100)
         ):
             raise InvalidParameter(
                 name, f"thick.repeats must be an integer in 1..100, got {repeats!r}"
