@@ -8,6 +8,7 @@ stream, so the figures here are the figures the dashboard would show.
 - **ROC AUC** (binary) is computed from the *progressive* margins — the served margin of
   each example just before it is learned — with rank statistics (ties get average ranks);
   ``1 − AUC`` in percent is the TREC spam track's (1−ROCA)% figure;
+- **members** (an ``ensemble``): each member's weight, mistakes and log loss;
 - **learn_seconds** is the time inside the learning loops only; **seconds** is the whole run
   (reading, featurizing, learning, scoring).
 
@@ -68,6 +69,9 @@ class Report:
     seconds: float
     learn_seconds: float
     examples_per_s: float
+    members: list[dict[str, Any]] | None = None
+    """Per member of an ``ensemble`` (``Learner.member_metrics()``): algorithm, params, weight,
+    examples_seen, mistakes, updates, log_loss, mean_log_loss; None for a single learner."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -417,6 +421,7 @@ def evaluate_file(
         seconds=seconds,
         learn_seconds=learn_seconds,
         examples_per_s=n / seconds if seconds > 0 else 0.0,
+        members=learner.member_metrics(),
     )
 
 
@@ -506,6 +511,12 @@ def run_command(
         rows.append(
             ("ROC AUC", f"{report.auc:.4f}  ((1−ROCA)% = {report.one_minus_auc_percent:.3f})")
         )
+    for number, m in enumerate(report.members or []):
+        rows.append((
+            f"member {number}: {m['algorithm']}",
+            f"weight {m['weight']:.4f} · mistakes {m['mistakes']:,} · "
+            f"log loss {m['mean_log_loss']:.4f}/example",
+        ))  # fmt: skip
     rows += [
         ("seconds (whole run)", f"{report.seconds:.3f}"),
         ("learn seconds", f"{report.learn_seconds:.4f}"),

@@ -122,6 +122,7 @@ _BINARY_MODULES = (
     "pegasos",
     "logistic",
     "adagrad",
+    "ensemble",
 )
 
 
