@@ -127,11 +127,13 @@ def dloss(loss: int, y: float, p: float) -> float:
     return -4.0 * y
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def flow(loss: int, y: float, p: float, a: float) -> float:
     """The margin after the importance-invariant step: the gradient flow
     ``dp/dt = −a·ℓ'(p)`` from ``p`` at ``t = 0``, read at ``t = 1``."""
     z = y * p
+    if not a > 0.0:
+        return p
     if loss == LOGISTIC:
         e0 = math.exp(z)
         step = a / (1.0 + e0)  # first order; it overshoots the root of h below
@@ -159,7 +161,7 @@ def flow(loss: int, y: float, p: float, a: float) -> float:
     return y * (1.0 - (1.0 - z) * math.exp(-2.0 * a))
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _learn_kernel(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -229,16 +231,20 @@ def _learn_kernel(
                         wgs[j, 0] *= wgs[j, 2] / ax
                     wgs[j, 2] = ax
                 s_j = wgs[j, 2]
-                rate = 1.0 / (s_j * math.sqrt(wgs[j, 1]))
+                den = s_j * math.sqrt(wgs[j, 1])  # 0 only on underflow: no step for i then
+                rate = 1.0 / den if den > 0.0 else 0.0
                 rates[k - lo] = rate
-                norm_x += x2 / (s_j * s_j)
+                nx = x / s_j
+                norm_x += nx * nx
                 q += x2 * rate
             rate_b = 0.0
             if bias:
                 gb += d2
-                rate_b = 1.0 / math.sqrt(gb)
+                rate_b = 1.0 / math.sqrt(gb) if gb > 0.0 else 0.0
                 norm_x += 1.0
                 q += rate_b
+            if not (q > 0.0 and big_n + norm_x > 0.0):
+                break  # nothing can move (an empty row without bias, or underflow)
             big_t += 1.0
             big_n += norm_x
             mult = math.sqrt(big_t / big_n)

@@ -303,3 +303,14 @@ def test_margins_array_is_checked(key: tuple[str, bool]) -> None:
         with pytest.raises(ValueError, match="margins must be"):
             learner.learn(batch, margins=bad)  # type: ignore[arg-type]
     assert learner.examples_seen == 0
+
+
+def test_extreme_values_never_raise(key: tuple[str, bool]) -> None:
+    """Tiny, huge and zero values (underflow, overflow) must not make a kernel raise: a worker
+    has to get through any batch the featurizer let in."""
+    rows = [([0], [1e-300]), ([1], [1e300]), ([2, 3], [0.0, 1e-200]), ([], []), ([4], [1.0])]
+    labels = [i % n_classes(key[1]) for i in range(len(rows) * 20)]
+    learner = build(key)
+    flags, margins = learner.learn_scored(Batch.from_rows(rows * 20, labels))
+    assert flags.shape == (100,) and margins.shape == learner.margins_shape(100)
+    assert learner.examples_seen == 100
