@@ -13,7 +13,9 @@ kernel and in the arrays it keeps. So a subclass declares
   a scale, the bias …). They live in two small arrays, ``self._c`` (int64: ``examples_seen``,
   ``mistakes``, ``updates``, then the int slots) and ``self._f`` (float64: ``max_norm``, then
   the float slots), which the kernel receives and updates in place — so counters are kept by
-  compiled code, not per-example Python;
+  compiled code, not per-example Python. Kernels index them by name: :data:`SEEN`,
+  :data:`MISTAKES`, :data:`UPDATES`, :data:`MAX_NORM`, and ``B, SCALE = float_slots("b",
+  "scale")`` for a learner's own (the same tuple the class declares);
 - ``_learn(batch, out, margins)``: call the kernel over the whole batch, filling ``out[i]``
   with the mistake flag of row ``i`` and ``margins[i]`` with its served margin (a float, or
   the K scores of a multi-class learner) — both decided in the same compiled pass, from the
@@ -23,8 +25,15 @@ kernel and in the arrays it keeps. So a subclass declares
 
 Everything else — validation of the batch, counters, ``get_state``/``set_state`` (exact, by
 construction: the state *is* the arrays and the slots), ``params`` (the ``__init__``
-keyword arguments, read back by name as in River and scikit-learn), ``repr`` and
-``serving()`` — is done here once.
+keyword arguments, read back by name as in River and scikit-learn, plus ``thick``, the
+train-on-or-near-errors option every binary kernel takes — :meth:`Learner.set_thick`),
+``repr`` and ``serving()`` — is done here once.
+
+>>> from service.learning.registry import make_learner
+>>> p = make_learner("perceptron", 2)
+>>> flags, margins = p.learn_scored(Batch.from_rows([([0], [1.0]), ([0], [2.0])], [1, 1]))
+>>> flags.tolist(), margins.tolist()   # served 0 (a mistake), then 1·2 + 1
+([True, False], [0.0, 3.0])
 """
 
 from __future__ import annotations

@@ -142,6 +142,22 @@ def test_flow_is_the_gradient_flow_of_the_loss(loss: str) -> None:
                 assert flow(code, y, y * z, a) == pytest.approx(p, rel=1e-6, abs=tol), (y, z, a)
 
 
+def test_logistic_flow_for_large_steps_against_bisection() -> None:
+    """Steps far beyond what an ODE integration covers (a up to 1e4), margins far out."""
+    for y in (-1.0, 1.0):
+        for z in (-40.0, -5.0, -1.0, 0.0, 0.5, 3.0, 40.0):
+            for a in (1e-5, 0.3, 7.0, 100.0, 1e4):
+                e0 = math.exp(z)
+                lo, hi = 0.0, a  # the step t solves t + e^z·(e^t − 1) = a, in [0, a]
+                for _ in range(400):
+                    mid = 0.5 * (lo + hi)
+                    value = mid + e0 * math.expm1(mid) - a if mid < 700 else math.inf
+                    lo, hi = (mid, hi) if value < 0 else (lo, mid)
+                expected = y * (z + 0.5 * (lo + hi))
+                got = flow(LOSSES.index("logistic"), y, y * z, a)
+                assert got == pytest.approx(expected, rel=1e-13, abs=1e-13), (y, z, a)
+
+
 def test_invariant_steps_never_overshoot() -> None:
     """Whatever lr, an invariant step moves the margin towards the label and no further than
     the loss's flat part (hinge, modified Huber: y·p ≤ 1)."""
