@@ -13,12 +13,15 @@ stream, so the figures here are the figures the dashboard would show.
   margins — so they equal the live ``GET /models/{m}/metrics`` figures for the same stream,
   to the bit. The live ``auc`` is kept in a histogram: it is within ``auc_error_bound`` (also
   reported here) of the exact ``auc`` printed here;
+- **members** (an ``ensemble``): each member's weight, mistakes and log loss;
 - **learn_seconds** is the time inside the learning loops only; **seconds** is the whole run
   (reading, featurizing, learning, scoring).
 
 Learning goes in chunks (``chunk`` examples per ``learn`` call, identical to one at a time).
-When quality figures are wanted, ``Learner.learn(…, margins=…)`` also returns each row's
-served margin; ``auc=False`` (``--no-auc``) skips them all.
+The served margins come from the learning kernels themselves (``Learner.learn(batch,
+margins=...)``: the margin of each row as served just before it is learned, written in the
+pass that decides its mistake), so the AUC costs only the final rank sort; ``auc=False``
+skips keeping them.
 
 Readers: NDJSON (``{"features": ..., "text": ..., "label": ..., "id": ...}`` per line, through
 the model's :class:`~service.learning.features.Featurizer`) and svmlight (``LABEL idx:val``,
@@ -81,6 +84,9 @@ class Report:
     examples_per_s: float
     dropped_keys: dict[str, int] = field(default_factory=dict)
     """Unknown keys dropped from NDJSON lines (a file's own metadata): name → lines."""
+    members: list[dict[str, Any]] | None = None
+    """Per member of an ``ensemble`` (``Learner.member_metrics()``): algorithm, params, weight,
+    examples_seen, mistakes, updates, log_loss, mean_log_loss; None for a single learner."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,19 +113,18 @@ def learn_progressive(
 ) -> tuple[np.ndarray, float]:
     """Predict-then-learn over ``batch``; returns (mistake flags, seconds spent learning).
 
-    With ``margins`` (float64, (n,) binary or (n, K) multi-class), each row's served margin
-    is written there before the row is learned (``Learner.learn(…, margins=…)``).
+    With ``margins`` (float64, shape (n,) binary or (n, K) multi-class), each row's served
+    margin is written there, by the kernels, as the row is learned.
     """
     flags = np.zeros(batch.n, dtype=bool)
     spent = 0.0
     for start in range(0, batch.n, chunk):
         stop = min(start + chunk, batch.n)
-        part = _view(batch, start, stop)
+        part = batch if (start, stop) == (0, batch.n) else _view(batch, start, stop)
         t0 = time.perf_counter()
-        if margins is None:
-            flags[start:stop] = learner.learn(part)
-        else:
-            flags[start:stop] = learner.learn(part, margins=margins[start:stop])
+        flags[start:stop] = learner.learn(
+            part, margins=None if margins is None else margins[start:stop]
+        )
         spent += time.perf_counter() - t0
     return flags, spent
 
@@ -437,6 +442,7 @@ def evaluate_file(
         learn_seconds=learn_seconds,
         examples_per_s=n / seconds if seconds > 0 else 0.0,
         dropped_keys=dict(sorted(dropped.items())),
+        members=learner.member_metrics(),
     )
 
 
@@ -538,6 +544,12 @@ def run_command(
         rows.append(
             (f"rolling log loss (last {report.window:,})", f"{report.rolling_log_loss:.4f}")
         )
+    for number, m in enumerate(report.members or []):
+        rows.append((
+            f"member {number}: {m['algorithm']}",
+            f"weight {m['weight']:.4f} · mistakes {m['mistakes']:,} · "
+            f"log loss {m['mean_log_loss']:.4f}/example",
+        ))  # fmt: skip
     rows += [
         ("seconds (whole run)", f"{report.seconds:.3f}"),
         ("learn seconds", f"{report.learn_seconds:.4f}"),
