@@ -51,10 +51,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from service.datasets import SPAMBASE, SPAMBASE_ORDER, read_text
 from service.learning.features import Batch
 from service.learning.registry import algorithms, make_learner
-
-SPAMBASE = Path(__file__).resolve().parents[2] / "shared" / "data" / "spambase"
 
 # --------------------------------------------------------------------------------------------
 # Streams
@@ -108,11 +107,11 @@ def zipf_stream(n: int, bits: int, nnz: int, seed: int = 0) -> Batch:
 
 
 def spambase_stream() -> Batch | None:
-    path, order = SPAMBASE / "stream.jsonl", SPAMBASE / "order_shuffled_seed0.txt"
+    path, order = SPAMBASE, SPAMBASE_ORDER
     if not path.exists() or not order.exists():
         return None
     recs = {}
-    for line in path.read_text().splitlines():
+    for line in read_text(path).splitlines():
         if line.strip():
             rec = json.loads(line)
             recs[rec["id"]] = rec

@@ -18,6 +18,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
 )
 
 
@@ -34,6 +35,13 @@ KeyOpt = Annotated[
     ),
 ]
 DEFAULT_SERVICE_URL = "http://127.0.0.1:8000"
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000  # Settings' defaults (a test keeps them equal)
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        envvar="STREAMLEARN_HOST", help="Interface to listen on (0.0.0.0: every interface)."
+    ),
+]
 
 
 def _client_call(
@@ -62,8 +70,10 @@ def _client_call(
 
 @app.command()
 def serve(
-    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (0 = any free port).")] = None,
+    host: HostOpt = DEFAULT_HOST,
+    port: Annotated[
+        int, typer.Option(envvar="STREAMLEARN_PORT", help="Port (0 = any free port).")
+    ] = DEFAULT_PORT,
     redis_url: Annotated[
         str | None, typer.Option(help="Redis URL; unset means an embedded Redis.")
     ] = None,
@@ -135,8 +145,10 @@ def worker(
 
 @app.command()
 def api(
-    host: Annotated[str | None, typer.Option(help="Interface to listen on.")] = None,
-    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    host: HostOpt = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(envvar="STREAMLEARN_PORT", help="Port to listen on.")] = (
+        DEFAULT_PORT
+    ),
     workers: Annotated[int, typer.Option(min=1, help="API processes behind the one port.")] = 1,
     redis_url: Annotated[
         str | None, typer.Option(help="redis://, rediss:// (TLS), unix:// or memory:// URL.")
@@ -168,7 +180,10 @@ def api(
 @app.command()
 def replay(
     file: Annotated[
-        Path, typer.Argument(exists=True, dir_okay=False, help="NDJSON or svmlight file.")
+        Path,
+        typer.Argument(
+            exists=True, dir_okay=False, help="NDJSON or svmlight file (.gz, .bz2, .xz too)."
+        ),
     ],
     model: Annotated[str, typer.Option("--model", "-m", help="Model to post to.")],
     url: UrlOpt = DEFAULT_SERVICE_URL,
@@ -185,10 +200,18 @@ def replay(
     ] = None,
     rate: Annotated[float, typer.Option(min=0, help="Pace in examples/s (0 = full speed).")] = 0.0,
     wait: Annotated[
-        float, typer.Option(min=0, help="Seconds to wait for the worker to catch up.")
+        float,
+        typer.Option(
+            min=0,
+            help="Seconds to wait until everything posted is learned and served (the last "
+            "request waits up to 30 s for the version that covers it; 0 = do not wait).",
+        ),
     ] = 60.0,
 ) -> None:
     """Post a file of examples to a running service, with a progress bar and final metrics.
+
+    Keys an example does not have (a file's own metadata) are dropped from NDJSON lines, and
+    counted; meta is kept.
 
     Example:  streamlearn replay stream.jsonl --model spam --order order.txt --batch-size 1000
     """
@@ -207,7 +230,11 @@ def demo(
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
     data: Annotated[
-        Path | None, typer.Option(help="Spambase directory (default: ../shared/data/spambase).")
+        Path | None,
+        typer.Option(
+            help="A directory holding Spambase (stream.jsonl or spambase.jsonl.gz); "
+            "default: the copy shipped with streamlearn."
+        ),
     ] = None,
     model: Annotated[str, typer.Option(help="Name of the demo model.")] = "spambase",
     rate: Annotated[
@@ -293,9 +320,60 @@ def rollback(
 
 
 @app.command()
+def pin(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    version: Annotated[int, typer.Argument(min=1, help="Version to hold the head at.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+) -> None:
+    """Pin a model's served head to a version: predictions use it until unpinned, while
+    learning goes on. Needs an admin key when the service has keys.
+
+    Example:  streamlearn pin spam 3
+    """
+    from service.commands import do_pin
+
+    _client_call(url, api_key, do_pin, model, version)
+
+
+@app.command()
+def unpin(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+) -> None:
+    """Release a pin: the served head follows the newest version again.
+
+    Example:  streamlearn unpin spam
+    """
+    from service.commands import do_unpin
+
+    _client_call(url, api_key, do_unpin, model)
+
+
+@app.command("dead-letters")
+def dead_letters(
+    model: Annotated[str, typer.Argument(help="Model name.")],
+    url: UrlOpt = DEFAULT_SERVICE_URL,
+    api_key: KeyOpt = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Show the newest N.")] = 100,
+) -> None:
+    """Show the stream entries a worker could not learn (dead letters), and why.
+
+    Example:  streamlearn dead-letters spam --limit 20
+    """
+    from service.commands import show_dead_letters
+
+    _client_call(url, api_key, show_dead_letters, model, limit)
+
+
+@app.command()
 def evaluate(
     file: Annotated[
-        Path, typer.Argument(help="NDJSON or svmlight file.", exists=True, dir_okay=False)
+        Path,
+        typer.Argument(
+            help="NDJSON or svmlight file (.gz, .bz2, .xz too).", exists=True, dir_okay=False
+        ),
     ],
     algorithm: Annotated[
         str | None, typer.Option("--algorithm", "-a", help="Algorithm name (see the registry).")
@@ -330,7 +408,8 @@ def evaluate(
         str | None, typer.Option(help="Text options as JSON, e.g. '{\"char_ngrams\": [4, 4]}'.")
     ] = None,
     auc: Annotated[
-        bool, typer.Option(help="Progressive ROC AUC (binary; reads margins row by row).")
+        bool,
+        typer.Option(help="Progressive ROC AUC and log loss, overall and rolling (binary models)."),
     ] = True,
     chunk: Annotated[int, typer.Option(help="Examples per learn call.")] = 10_000,
     json_out: Annotated[
@@ -339,10 +418,10 @@ def evaluate(
 ) -> None:
     """Progressive validation of a file: predict each example, then learn it, in order.
 
-    Prints examples, mistakes, updates, mistake rate, ROC AUC (binary) and throughput.
+    Prints examples, mistakes, updates, mistake rate, ROC AUC (binary) and throughput. Keys
+    an example does not have (a file's own metadata) are dropped, and counted.
 
-    Example:  streamlearn evaluate ../shared/data/spambase/stream.jsonl --order
-    ../shared/data/spambase/order_shuffled_seed0.txt --algorithm pa1 --classes ham,spam
+    Example:  streamlearn evaluate mail.jsonl.gz --algorithm pa1 --classes ham,spam
     """
     import json
 

@@ -34,9 +34,11 @@ JSON = Any
 
 
 # --- what the server answers (docs/api.md); ``total=False`` where fields may be absent -------
-class Accepted(TypedDict):
+class Accepted(TypedDict, total=False):
     accepted: int
-    ids: list[str | None]
+    duplicates: int  # examples whose id was already accepted (learned once)
+    ids: list[str | None]  # only when ids were sent
+    version: int  # with wait: the first version covering the batch, once served
 
 
 class Prediction(TypedDict):
@@ -105,6 +107,18 @@ class ModelList(TypedDict):
     models: list[str]
 
 
+class DeadLetter(TypedDict):
+    id: str
+    entry: str | None
+    reason: str | None
+    bytes: int
+    time: float
+
+
+class DeadLetters(TypedDict):
+    dead_letters: list[DeadLetter]
+
+
 class FeedbackAccepted(TypedDict):
     accepted: int
     prediction_id: str
@@ -147,6 +161,7 @@ class _Request:
     content_type: str | None = None
     params: Mapping[str, Any] | None = None
     raw: bool = False  # return bytes/text instead of parsed JSON
+    wait: float | None = None  # the server may hold the answer this long: read longer
 
     def kwargs(self) -> dict[str, Any]:
         headers: dict[str, str] = {}
@@ -161,6 +176,8 @@ class _Request:
             out["content"] = content
         if self.params:
             out["params"] = {k: v for k, v in self.params.items() if v is not None}
+        if self.wait is not None:
+            out["timeout"] = httpx.Timeout(30.0, read=self.wait + 30.0)
         return out
 
 
@@ -225,6 +242,22 @@ def _examples_body(examples: Example | Sequence[Example], ids: Sequence[str] | N
     return {"examples": many}
 
 
+MAX_WAIT_S = 30.0
+
+
+def _wait_param(wait: float | None) -> dict[str, Any]:
+    """``{"wait": S}`` for read-your-writes (0 < S <= 30), else nothing.
+
+    >>> _wait_param(5), _wait_param(None)
+    ({'wait': 5}, {})
+    """
+    if wait is None:
+        return {}
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 < wait <= MAX_WAIT_S:
+        raise ValueError(f"wait must be a number of seconds in (0, 30], got {wait!r}")
+    return {"wait": wait}
+
+
 class _Requests:
     """Builds the request of every endpoint; shared by the sync and async clients."""
 
@@ -237,23 +270,33 @@ class _Requests:
 
     @staticmethod
     def learn(
-        name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None
+        name: str,
+        examples: Example | Sequence[Example],
+        ids: Sequence[str] | None,
+        wait: float | None = None,
     ) -> _Request:
-        return _Request("POST", _model_path(name, "examples"), json=_examples_body(examples, ids))
+        return _Request(
+            "POST",
+            _model_path(name, "examples"),
+            json=_examples_body(examples, ids),
+            params=_wait_param(wait),
+            wait=wait,
+        )
 
     @staticmethod
-    def learn_raw(name: str, data: bytes | str, fmt: str) -> _Request:
+    def learn_raw(name: str, data: bytes | str, fmt: str, wait: float | None = None) -> _Request:
         if fmt not in ("ndjson", "svmlight"):
             raise ValueError(f"fmt must be 'ndjson' or 'svmlight', got {fmt!r}")
         content = data.encode() if isinstance(data, str) else data
         ctype = NDJSON if fmt == "ndjson" else SVMLIGHT
-        params = {"format": "svmlight"} if fmt == "svmlight" else None
+        params = {"format": "svmlight"} if fmt == "svmlight" else {}
         return _Request(
             "POST",
             _model_path(name, "examples"),
             content=content,
             content_type=ctype,
-            params=params,
+            params={**params, **_wait_param(wait)} or None,
+            wait=wait,
         )
 
     @staticmethod
@@ -271,6 +314,10 @@ class _Requests:
             raise ValueError(f"fmt must be 'json' or 'npy', got {fmt!r}")
         path = _model_path(name, "versions", str(int(version)))
         return _Request("GET", path, params={"format": fmt}, raw=fmt == "npy")
+
+    @staticmethod
+    def dead_letters(name: str, limit: int) -> _Request:
+        return _Request("GET", _model_path(name, "dead-letters"), params={"limit": int(limit)})
 
     @staticmethod
     def set_version(name: str, action: str, version: int) -> _Request:
@@ -343,14 +390,24 @@ class Client:
 
     # --- data -----------------------------------------------------------------------------
     def learn(
-        self, name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None = None
+        self,
+        name: str,
+        examples: Example | Sequence[Example],
+        ids: Sequence[str] | None = None,
+        *,
+        wait: float | None = None,
     ) -> Accepted:
-        """Post one example or a list; returns ``{"accepted": n, "ids": [...]}``."""
-        return self._send(_Requests.learn(name, examples, ids))
+        """Post one example or a list; returns ``{"accepted": n, "duplicates": d}`` (and
+        ``ids`` when given). Learning is asynchronous: with ``wait`` (seconds, at most 30)
+        the answer comes once a version covering these examples is served, with that
+        ``version`` (no ``version`` if the time ran out first)."""
+        return self._send(_Requests.learn(name, examples, ids, wait))
 
-    def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> Accepted:
-        """Post an NDJSON or svmlight body as it is."""
-        return self._send(_Requests.learn_raw(name, data, fmt))
+    def learn_raw(
+        self, name: str, data: bytes | str, fmt: str = "ndjson", *, wait: float | None = None
+    ) -> Accepted:
+        """Post an NDJSON or svmlight body as it is (``wait`` as in :meth:`learn`)."""
+        return self._send(_Requests.learn_raw(name, data, fmt, wait))
 
     @overload
     def predict(self, name: str, examples: Example) -> Prediction: ...
@@ -391,6 +448,10 @@ class Client:
     def unpin(self, name: str) -> VersionList:
         """Release a pin: the served head follows the newest version again."""
         return self._send(_Request("DELETE", _model_path(name, "pin")))
+
+    def dead_letters(self, name: str, limit: int = 100) -> DeadLetters:
+        """The newest dead letters (entries the worker could not learn), with the reasons."""
+        return self._send(_Requests.dead_letters(name, limit))
 
     def healthz(self) -> JSON:
         return self._send(_Request("GET", "/healthz"))
@@ -448,12 +509,19 @@ class AsyncClient:
         return await self._send(_Request("DELETE", _model_path(name)))
 
     async def learn(
-        self, name: str, examples: Example | Sequence[Example], ids: Sequence[str] | None = None
+        self,
+        name: str,
+        examples: Example | Sequence[Example],
+        ids: Sequence[str] | None = None,
+        *,
+        wait: float | None = None,
     ) -> Accepted:
-        return await self._send(_Requests.learn(name, examples, ids))
+        return await self._send(_Requests.learn(name, examples, ids, wait))
 
-    async def learn_raw(self, name: str, data: bytes | str, fmt: str = "ndjson") -> Accepted:
-        return await self._send(_Requests.learn_raw(name, data, fmt))
+    async def learn_raw(
+        self, name: str, data: bytes | str, fmt: str = "ndjson", *, wait: float | None = None
+    ) -> Accepted:
+        return await self._send(_Requests.learn_raw(name, data, fmt, wait))
 
     @overload
     async def predict(self, name: str, examples: Example) -> Prediction: ...
@@ -493,6 +561,9 @@ class AsyncClient:
 
     async def unpin(self, name: str) -> VersionList:
         return await self._send(_Request("DELETE", _model_path(name, "pin")))
+
+    async def dead_letters(self, name: str, limit: int = 100) -> DeadLetters:
+        return await self._send(_Requests.dead_letters(name, limit))
 
     async def healthz(self) -> JSON:
         return await self._send(_Request("GET", "/healthz"))

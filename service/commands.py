@@ -24,9 +24,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from service.client import Client, ClientError, Metrics
+from service.client import MAX_WAIT_S, Client, ClientError, Metrics
+from service.evaluate import dropped_summary
 from service.replay import (
     apply_order,
+    drop_unknown_keys,
     find_spambase,
     guess_format,
     read_lines,
@@ -55,6 +57,10 @@ METRIC_ROWS = (
     ("updates", "updates"),
     ("mistake_rate", "mistake rate"),
     ("rolling_mistake_rate", "rolling mistake rate"),
+    ("auc", "ROC AUC"),
+    ("rolling_auc", "rolling ROC AUC (last 1,000)"),
+    ("log_loss", "log loss"),
+    ("rolling_log_loss", "rolling log loss (last 1,000)"),
     ("version", "version"),
     ("lag", "lag"),
     ("last_update", "last update"),
@@ -66,6 +72,8 @@ def fmt(key: str, value: Any) -> str:
         return "–"
     if key.endswith("rate") and isinstance(value, int | float):
         return f"{100 * value:.2f} %"
+    if key.endswith(("auc", "log_loss")) and isinstance(value, float):
+        return f"{value:.4f}"
     if key in ("last_update", "time") and isinstance(value, int | float):
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
     if isinstance(value, int) and not isinstance(value, bool):
@@ -122,6 +130,9 @@ def run_replay(
         lines = apply_order(lines, read_order(order), source=str(path))
     if limit is not None:
         lines = lines[:limit]
+    dropped: dict[str, int] = {}
+    if kind == "ndjson":
+        lines, dropped = drop_unknown_keys(lines)
     client.get_model(model)  # fail early (404) before the bar starts
     with progress(console) as bar:
         task = bar.add_task(f"replay → {model}", total=len(lines), rate="–")
@@ -133,15 +144,30 @@ def run_replay(
             bar.update(task, advance=n, rate=f"{done / elapsed:,.0f}")
 
         result = replay(
-            client, model, lines, fmt=kind, batch_size=batch_size, rate=rate, on_batch=advance
-        )
+            client, model, lines, fmt=kind, batch_size=batch_size, rate=rate, on_batch=advance,
+            wait=min(wait, MAX_WAIT_S) if wait > 0 else None, start=start,
+        )  # fmt: skip
+        bar.update(task, rate=f"{result.rate:,.0f}")  # the bar ends on the summary's figure
     console.print(
         f"posted [bold]{result.posted:,}[/] examples in {result.requests:,} requests, "
         f"{result.seconds:.2f} s ({result.rate:,.0f} examples/s"
         + (f", {result.retries} retries after 429/503" if result.retries else "")
         + ")"
     )
-    metrics = wait_learned(client, model, timeout=wait) if wait > 0 else client.metrics(model)
+    console.print(
+        f"{result.new:,} new, {result.duplicates:,} already learned"
+        + (" (their ids were accepted before: not learned again)" if result.duplicates else "")
+    )
+    if dropped:
+        console.print(f"unknown keys dropped: {dropped_summary(dropped)}")
+    if result.version is not None:
+        console.print(f"learned: version {result.version:,} serves all of it")
+        metrics = client.metrics(model)
+    else:
+        left = wait - MAX_WAIT_S if wait > MAX_WAIT_S else 0.0
+        metrics = wait_learned(client, model, timeout=left) if left > 0 else client.metrics(model)
+        if wait > 0 and metrics.get("lag") not in (0, None):
+            console.print(f"[yellow]not all learned after {wait:g} s (lag {metrics['lag']:,})[/]")
     console.print(metrics_table(model, metrics))
     return metrics
 
@@ -157,8 +183,7 @@ def run_demo(
     limit: int | None = None,
 ) -> Metrics:
     """Create the demo model and replay Spambase into it, shuffled, at a watchable pace."""
-    directory = find_spambase(data)
-    order = directory / "order_shuffled_seed0.txt"
+    stream, order = find_spambase(data)
     try:
         client.create_model(model, DEMO_SPEC)
     except ClientError as e:
@@ -166,18 +191,18 @@ def run_demo(
             raise
         console.print(f"[yellow]model {model!r} exists with another spec; replaying into it[/]")
     console.print(
-        f"Replaying Spambase ({directory}) into model [bold]{model}[/]"
+        f"Replaying Spambase ({stream}) into model [bold]{model}[/]"
         + (f" at about {rate:,.0f} examples/s" if rate > 0 else "")
         + f" — watch it learn at {client.base_url}/#{model}"
     )
     return run_replay(
         client,
         console,
-        directory / "stream.jsonl",
+        stream,
         model,
         fmt_name="ndjson",
         batch_size=batch_size,
-        order=order if order.is_file() else None,
+        order=order,
         rate=rate,
         limit=limit,
     )
@@ -243,12 +268,51 @@ def show_versions(client: Client, console: Console, model: str) -> list[dict[str
 
 def do_rollback(client: Client, console: Console, model: str, version: int) -> Any:
     out = client.rollback(model, version)
-    new = out.get("version") if isinstance(out, dict) else None
+    head = out.get("head") if isinstance(out, dict) else None
     console.print(
         f"rolled [bold]{model}[/] back to version {version}"
-        + (f" (published as version {new})" if new is not None else "")
+        + (f": now serving version {head} (a copy of {version})" if head is not None else "")
     )
     return out
+
+
+def do_pin(client: Client, console: Console, model: str, version: int) -> Any:
+    out = client.pin(model, version)
+    console.print(
+        f"pinned [bold]{model}[/] to version {version}: predictions use it until "
+        f"`streamlearn unpin {model}`; learning goes on"
+    )
+    return out
+
+
+def do_unpin(client: Client, console: Console, model: str) -> Any:
+    out = client.unpin(model)
+    head = out.get("head") if isinstance(out, dict) else None
+    console.print(
+        f"unpinned [bold]{model}[/]: the head follows the newest version again"
+        + (f" (now version {head})" if head is not None else "")
+    )
+    return out
+
+
+def show_dead_letters(client: Client, console: Console, model: str, limit: int = 100) -> Any:
+    data = client.dead_letters(model, limit=limit)
+    rows = _list(data, "dead_letters")
+    if not rows:
+        console.print(f"no dead letters for [bold]{model}[/]")
+        return rows
+    table = Table(title=f"dead letters of {model} (newest first)", title_justify="left")
+    for col in ("time", "stream entry", "bytes", "reason"):
+        table.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
+    for d in rows:
+        table.add_row(
+            fmt("time", d.get("time", 0) / 1000.0 if d.get("time") else None),
+            str(d.get("entry")),
+            fmt("bytes", d.get("bytes")),
+            str(d.get("reason")),
+        )
+    console.print(table)
+    return rows
 
 
 def _list(data: Any, key: str) -> list[Any]:
@@ -261,10 +325,13 @@ def _list(data: Any, key: str) -> list[Any]:
 
 __all__ = [
     "DEMO_SPEC",
+    "do_pin",
     "do_rollback",
+    "do_unpin",
     "metrics_table",
     "run_demo",
     "run_replay",
+    "show_dead_letters",
     "show_metrics",
     "show_models",
     "show_versions",

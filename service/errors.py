@@ -51,6 +51,18 @@ class InvalidExample(StreamlearnError):
     code = "invalid_example"
 
 
+class EmptyExample(InvalidExample):
+    """An example with neither ``features`` nor ``text``: there is nothing to learn from."""
+
+    code = "empty_example"
+
+
+class InvalidRequest(StreamlearnError):
+    """A query parameter (or another part of a request that is not an example) is invalid."""
+
+    code = "invalid_request"
+
+
 class MalformedBody(StreamlearnError):
     """The body cannot be parsed at all (bad JSON, NDJSON or svmlight)."""
 

@@ -8,13 +8,20 @@ stream, so the figures here are the figures the dashboard would show.
 - **ROC AUC** (binary) is computed from the *progressive* margins — the served margin of
   each example just before it is learned — with rank statistics (ties get average ranks);
   ``1 − AUC`` in percent is the TREC spam track's (1−ROCA)% figure;
+- **log loss, rolling AUC, rolling log loss** (binary) come from the same
+  :class:`~service.learning.quality.QualityTracker` the worker feeds, over the same served
+  margins — so they equal the live ``GET /models/{m}/metrics`` figures for the same stream,
+  to the bit. The live ``auc`` is kept in a histogram: it is within ``auc_error_bound`` (also
+  reported here) of the exact ``auc`` printed here;
+- **members** (an ``ensemble``): each member's weight, mistakes and log loss;
 - **learn_seconds** is the time inside the learning loops only; **seconds** is the whole run
   (reading, featurizing, learning, scoring).
 
 Learning goes in chunks (``chunk`` examples per ``learn`` call, identical to one at a time).
-When AUC is wanted, the margins must be read between examples: then each chunk is walked
-row by row (a served-margin read and a one-row ``learn`` per example — exact, and slower);
-``auc=False`` skips it.
+The served margins come from the learning kernels themselves (``Learner.learn(batch,
+margins=...)``: the margin of each row as served just before it is learned, written in the
+pass that decides its mistake), so the AUC costs only the final rank sort; ``auc=False``
+skips keeping them.
 
 Readers: NDJSON (``{"features": ..., "text": ..., "label": ..., "id": ...}`` per line, through
 the model's :class:`~service.learning.features.Featurizer`) and svmlight (``LABEL idx:val``,
@@ -24,17 +31,20 @@ indices as given, parsed by :mod:`service.svmlight`).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
+from service.datasets import base_suffix, open_binary, read_text
 from service.errors import InvalidExample, StreamlearnError
-from service.learning.features import Batch, Labels
+from service.learning.features import ALLOWED_KEYS, Batch, Labels
 from service.learning.linear import Learner
+from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec
 from service.svmlight import Parsed, parse_svmlight
 
@@ -64,63 +74,27 @@ class Report:
     mistake_rate: float
     auc: float | None
     one_minus_auc_percent: float | None
+    auc_error_bound: float | None  # of the live (histogram) AUC, see QualityTracker
+    rolling_auc: float | None  # over the last ``window`` examples
+    log_loss: float | None  # of the served score σ(margin), p clipped to [1e-15, 1 − 1e-15]
+    rolling_log_loss: float | None
+    window: int
     seconds: float
     learn_seconds: float
     examples_per_s: float
+    dropped_keys: dict[str, int] = field(default_factory=dict)
+    """Unknown keys dropped from NDJSON lines (a file's own metadata): name → lines."""
+    members: list[dict[str, Any]] | None = None
+    """Per member of an ``ensemble`` (``Learner.member_metrics()``): algorithm, params, weight,
+    examples_seen, mistakes, updates, log_loss, mean_log_loss; None for a single learner."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 # ----------------------------------------------------------------------------------------------
-# ROC AUC by rank statistics
-# ----------------------------------------------------------------------------------------------
-
-
-def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
-    """Area under the ROC curve of ``scores`` for the boolean labels ``positive``.
-
-    The Mann–Whitney statistic: ``(R₊ − P(P+1)/2) / (P·N)`` with ``R₊`` the sum of the
-    positives' ranks, ties sharing their average rank (so a tie counts one half). None when
-    one class is absent.
-
-    >>> roc_auc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([False, False, True, True]))
-    0.75
-    >>> roc_auc(np.array([1.0, 1.0]), np.array([False, True]))
-    0.5
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    pos = np.asarray(positive, dtype=bool)
-    n_pos = int(pos.sum())
-    n_neg = int(pos.size - n_pos)
-    if n_pos == 0 or n_neg == 0:
-        return None
-    order = np.argsort(scores, kind="mergesort")
-    s = scores[order]
-    # average ranks (1-based) over runs of equal scores
-    starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
-    ends = np.concatenate((starts[1:], [s.size]))
-    avg = (starts + ends + 1) / 2.0
-    ranks = np.empty(s.size, dtype=np.float64)
-    ranks[order] = np.repeat(avg, ends - starts)
-    r_pos = float(ranks[pos].sum())
-    return (r_pos - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
-
-
-# ----------------------------------------------------------------------------------------------
 # the progressive loop
 # ----------------------------------------------------------------------------------------------
-
-
-def _row(batch: Batch, i: int) -> Batch:
-    """Row ``i`` as a batch of one, sharing memory with ``batch`` (no copies)."""
-    lo, hi = int(batch.indptr[i]), int(batch.indptr[i + 1])
-    return Batch(
-        np.array((0, hi - lo), dtype=np.int64),
-        batch.indices[lo:hi],
-        batch.data[lo:hi],
-        batch.y[i : i + 1],
-    )
 
 
 def _view(batch: Batch, start: int, stop: int) -> Batch:
@@ -139,28 +113,19 @@ def learn_progressive(
 ) -> tuple[np.ndarray, float]:
     """Predict-then-learn over ``batch``; returns (mistake flags, seconds spent learning).
 
-    With ``margins`` (a float array of length n, binary learners), each row's served margin
-    is written there before the row is learned (row by row: exact, slower).
+    With ``margins`` (float64, shape (n,) binary or (n, K) multi-class), each row's served
+    margin is written there, by the kernels, as the row is learned.
     """
     flags = np.zeros(batch.n, dtype=bool)
     spent = 0.0
-    if margins is None:
-        for start in range(0, batch.n, chunk):
-            part = _view(batch, start, min(start + chunk, batch.n))
-            t0 = time.perf_counter()
-            flags[start : start + part.n] = learner.learn(part)
-            spent += time.perf_counter() - t0
-        return flags, spent
-    # Row by row. The whole batch is checked once here, so each row goes straight to the
-    # learner's compiled step (``_learn``, the hook ``Learner.learn`` wraps with those checks).
-    learner._check_batch(batch, labels=True)
-    t0 = time.perf_counter()
-    decision, step = learner.decision, learner._learn
-    for i in range(batch.n):
-        row = _row(batch, i)
-        margins[i] = decision(row)[0]
-        step(row, flags[i : i + 1])
-    spent += time.perf_counter() - t0
+    for start in range(0, batch.n, chunk):
+        stop = min(start + chunk, batch.n)
+        part = batch if (start, stop) == (0, batch.n) else _view(batch, start, stop)
+        t0 = time.perf_counter()
+        flags[start:stop] = learner.learn(
+            part, margins=None if margins is None else margins[start:stop]
+        )
+        spent += time.perf_counter() - t0
     return flags, spent
 
 
@@ -169,9 +134,26 @@ def learn_progressive(
 # ----------------------------------------------------------------------------------------------
 
 
-def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Every example of an NDJSON file (blank lines skipped), optionally in ``order`` of ids."""
-    examples = [ex for group in iter_ndjson(path, 1 << 16) for ex in group]
+def known_keys(ex: dict[str, Any], dropped: Counter[str] | None) -> dict[str, Any]:
+    """``ex`` without the keys an example does not have (counted in ``dropped``).
+
+    >>> seen = Counter()
+    >>> known_keys({"text": "hi", "label": 1, "source": "x", "meta": {}}, seen), dict(seen)
+    ({'text': 'hi', 'label': 1, 'meta': {}}, {'source': 1})
+    """
+    if ex.keys() <= ALLOWED_KEYS:
+        return ex
+    if dropped is not None:
+        dropped.update(str(k) for k in ex.keys() - ALLOWED_KEYS)
+    return {k: v for k, v in ex.items() if k in ALLOWED_KEYS}
+
+
+def read_ndjson(
+    path: Path, order: Sequence[str] | None = None, dropped: Counter[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every example of an NDJSON file (blank lines skipped), optionally in ``order`` of ids;
+    unknown keys are dropped (and counted in ``dropped``)."""
+    examples = [ex for group in iter_ndjson(path, 1 << 16, dropped) for ex in group]
     if order is None:
         return examples
     by_id: dict[str, dict[str, Any]] = {}
@@ -186,10 +168,13 @@ def read_ndjson(path: Path, order: Sequence[str] | None = None) -> list[dict[str
     return [by_id[i] for i in order]
 
 
-def iter_ndjson(path: Path, chunk: int) -> Iterator[list[dict[str, Any]]]:
-    """The examples of an NDJSON file in lists of ``chunk`` (blank lines skipped), streamed."""
+def iter_ndjson(
+    path: Path, chunk: int, dropped: Counter[str] | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    """The examples of an NDJSON file in lists of ``chunk`` (blank lines skipped), streamed;
+    unknown keys are dropped (and counted in ``dropped``)."""
     group: list[dict[str, Any]] = []
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -199,7 +184,7 @@ def iter_ndjson(path: Path, chunk: int) -> Iterator[list[dict[str, Any]]]:
                 raise EvaluationError(f"{path}:{lineno}: not JSON ({e})") from e
             if not isinstance(ex, dict):
                 raise EvaluationError(f"{path}:{lineno}: an example must be a JSON object")
-            group.append(ex)
+            group.append(known_keys(ex, dropped))
             if len(group) == chunk:
                 yield group
                 group = []
@@ -214,7 +199,7 @@ def _chunked(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, 
 
 def read_order(path: Path) -> list[str]:
     """One id per line (blank lines skipped)."""
-    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    return [line.strip() for line in read_text(path).splitlines() if line.strip()]
 
 
 def svmlight_labels(parsed: Parsed, labels: Labels) -> np.ndarray:
@@ -343,10 +328,11 @@ def evaluate_file(
 ) -> Report:
     """Progressive validation of one file; see the module docstring."""
     t_start = time.perf_counter()
+    dropped: Counter[str] = Counter()
     if chunk < 1:
         raise EvaluationError(f"chunk must be >= 1, got {chunk}")
     fmt = fmt or (
-        "svmlight" if path.suffix in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
+        "svmlight" if base_suffix(path) in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
     )
     if fmt not in ("ndjson", "svmlight"):
         raise EvaluationError(f"--format must be ndjson or svmlight, got {fmt!r}")
@@ -358,9 +344,9 @@ def evaluate_file(
             raise EvaluationError(
                 "svmlight indices are used as given: --bits, --preset and --text do not apply"
             )
-        parsed = parse_svmlight(
-            path.read_bytes(), normalize=normalize, transform=transform or "none"
-        )
+        with open_binary(path) as fh:
+            raw = fh.read()
+        parsed = parse_svmlight(raw, normalize=normalize, transform=transform or "none")
         size = max(dim or 0, parsed.max_index + 1, 1)
         if dim is not None and parsed.max_index >= dim:
             raise EvaluationError(
@@ -374,12 +360,16 @@ def evaluate_file(
         spec = build_spec(algorithm=algorithm, params=params, bits=bits, hashing=hashing, dim=dim,
                           classes=classes, normalize=normalize, preset=preset, text=text,
                           transform=transform)  # fmt: skip
-        featurizer = spec.featurizer(max_features=1 << 20, max_text_chars=1 << 26)
+        # offline, the file is trusted: the API's limits on names and words do not apply
+        featurizer = spec.featurizer(
+            max_features=1 << 20, max_text_chars=1 << 26, max_name_chars=1 << 26,
+            max_token_chars=1 << 26,
+        )  # fmt: skip
         # in file order the file is streamed chunk by chunk; an --order needs it all first
         groups = (
-            _chunked(read_ndjson(path, read_order(order)), chunk)
+            _chunked(read_ndjson(path, read_order(order), dropped), chunk)
             if order is not None
-            else iter_ndjson(path, chunk)
+            else iter_ndjson(path, chunk, dropped)
         )
 
         def featurized() -> Iterator[Batch]:
@@ -390,8 +380,14 @@ def evaluate_file(
                 except InvalidExample as e:
                     where = start + (e.index or 0)
                     what = "example" if order is not None else "example number"
+                    hint = ""
+                    if e.field == "label" and classes is None and "not one of" in e.message:
+                        hint = (
+                            "; name the file's classes with --classes, negative class first "
+                            "(e.g. --classes ham,spam)"
+                        )
                     raise EvaluationError(
-                        f"{path}: {what} {where + 1}: {e.field}: {e.message}"
+                        f"{path}: {what} {where + 1}: {e.field}: {e.message}{hint}"
                     ) from e
                 start += len(group)
 
@@ -399,6 +395,7 @@ def evaluate_file(
     learner = spec.build_learner()
     binary = spec.n_classes == 2
     want_auc = auc and binary
+    tracker = QualityTracker() if want_auc else None
     flags_all: list[np.ndarray] = []
     margins_all: list[np.ndarray] = []
     labels_all: list[np.ndarray] = []
@@ -413,6 +410,8 @@ def evaluate_file(
             labels_all.append(part.y)
             if margins is not None:
                 margins_all.append(margins)
+            if tracker is not None and margins is not None:
+                tracker.update(margins, part.y, learner.link)
             if progress is not None:
                 progress(part.n)
     n = learner.examples_seen
@@ -420,6 +419,7 @@ def evaluate_file(
     if want_auc and n:
         area = roc_auc(np.concatenate(margins_all), np.concatenate(labels_all) == 1)
     seconds = time.perf_counter() - t_start
+    quality = tracker.summary() if tracker is not None else {}
     return Report(
         file=str(path),
         format=fmt,
@@ -433,16 +433,23 @@ def evaluate_file(
         mistake_rate=learner.mistakes / n if n else 0.0,
         auc=area,
         one_minus_auc_percent=None if area is None else 100.0 * (1.0 - area),
+        auc_error_bound=quality.get("auc_error_bound"),
+        rolling_auc=quality.get("rolling_auc"),
+        log_loss=quality.get("log_loss"),
+        rolling_log_loss=quality.get("rolling_log_loss"),
+        window=WINDOW,
         seconds=seconds,
         learn_seconds=learn_seconds,
         examples_per_s=n / seconds if seconds > 0 else 0.0,
+        dropped_keys=dict(sorted(dropped.items())),
+        members=learner.member_metrics(),
     )
 
 
 def count_examples(path: Path, fmt: str | None) -> int:
     """A cheap count of the examples in a file (non-blank lines), for a progress bar total."""
     count = 0
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         while block := fh.read(1 << 24):
             count += block.count(b"\n")
     return count
@@ -466,6 +473,11 @@ __all__ = [
 
 PROGRESS_MIN_BYTES = 8 << 20
 """Files at least this large get a progress bar on stderr."""
+
+
+def dropped_summary(dropped: Mapping[str, int]) -> str:
+    """``{"source": 3, "x": 1}`` → ``"source (3 lines), x (1 line)"``."""
+    return ", ".join(f"{k} ({n:,} line{'s' if n != 1 else ''})" for k, n in dropped.items())
 
 
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
@@ -525,11 +537,26 @@ def run_command(
         rows.append(
             ("ROC AUC", f"{report.auc:.4f}  ((1−ROCA)% = {report.one_minus_auc_percent:.3f})")
         )
+    if report.rolling_auc is not None:
+        rows.append((f"rolling AUC (last {report.window:,})", f"{report.rolling_auc:.4f}"))
+    if report.log_loss is not None and report.rolling_log_loss is not None:
+        rows.append(("log loss", f"{report.log_loss:.4f}"))
+        rows.append(
+            (f"rolling log loss (last {report.window:,})", f"{report.rolling_log_loss:.4f}")
+        )
+    for number, m in enumerate(report.members or []):
+        rows.append((
+            f"member {number}: {m['algorithm']}",
+            f"weight {m['weight']:.4f} · mistakes {m['mistakes']:,} · "
+            f"log loss {m['mean_log_loss']:.4f}/example",
+        ))  # fmt: skip
     rows += [
         ("seconds (whole run)", f"{report.seconds:.3f}"),
         ("learn seconds", f"{report.learn_seconds:.4f}"),
         ("examples/s (whole run)", f"{report.examples_per_s:,.0f}"),
     ]
+    if report.dropped_keys:
+        rows.append(("unknown keys dropped", dropped_summary(report.dropped_keys)))
     for k, v in rows:
         table.add_row(k, v)
     Console().print(table)

@@ -10,6 +10,7 @@ of failing.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 import orjson
 
 from service.client import Client, ClientError, Metrics
+from service.datasets import SPAMBASE, SPAMBASE_ORDER, base_suffix, open_binary, read_text
+from service.learning.features import ALLOWED_KEYS
 
 FORMATS = ("ndjson", "svmlight")
 RETRY_STATUSES = (429, 503)
@@ -29,6 +32,12 @@ class ReplayResult:
     requests: int
     seconds: float
     retries: int
+    duplicates: int = 0  # already learned (their ids were accepted before): not learned again
+    version: int | None = None  # with wait: the version that serves everything posted
+
+    @property
+    def new(self) -> int:
+        return self.posted - self.duplicates
 
     @property
     def rate(self) -> float:
@@ -38,20 +47,22 @@ class ReplayResult:
 def guess_format(path: Path) -> str:
     """``svmlight`` for .svm/.svmlight/.libsvm/.txt files, else ``ndjson``.
 
-    >>> guess_format(Path("train.svm")), guess_format(Path("stream.jsonl"))
+    Compressed files are named by what they hold: ``train.svm.gz`` is svmlight.
+
+    >>> guess_format(Path("train.svm")), guess_format(Path("stream.jsonl.gz"))
     ('svmlight', 'ndjson')
     """
-    return (
-        "svmlight" if path.suffix.lower() in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
-    )
+    suffix = base_suffix(path)
+    return "svmlight" if suffix in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
 
 
 def read_lines(path: Path, fmt: str) -> list[bytes]:
-    """The non-blank, non-comment lines of the file, without their line ends."""
+    """The non-blank, non-comment lines of the file (.gz/.bz2/.xz decompressed), without their
+    line ends."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {list(FORMATS)}, got {fmt!r}")
     out = []
-    with path.open("rb") as f:
+    with open_binary(path) as f:
         for n, raw in enumerate(f):
             line = raw.strip()
             if n == 0 and line.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
@@ -63,7 +74,29 @@ def read_lines(path: Path, fmt: str) -> list[bytes]:
 
 def read_order(path: Path) -> list[str]:
     """Ids, one a line (blank lines ignored)."""
-    return [s.strip() for s in path.read_text().splitlines() if s.strip()]
+    return [s.strip() for s in read_text(path).splitlines() if s.strip()]
+
+
+def drop_unknown_keys(lines: Sequence[bytes]) -> tuple[list[bytes], dict[str, int]]:
+    """NDJSON lines without the keys an example does not have (a file's own metadata), and
+    how many lines carried each dropped key; lines that need no change are kept as they are.
+
+    >>> drop_unknown_keys([b'{"text": "hi", "label": 1, "src": "a"}', b'{"label": 1}'])
+    ([b'{"text":"hi","label":1}', b'{"label": 1}'], {'src': 1})
+    """
+    out: list[bytes] = []
+    dropped: Counter[str] = Counter()
+    for line in lines:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            out.append(line)  # the server names the bad line
+            continue
+        if isinstance(obj, dict) and not obj.keys() <= ALLOWED_KEYS:
+            dropped.update(str(k) for k in obj.keys() - ALLOWED_KEYS)
+            line = orjson.dumps({k: v for k, v in obj.items() if k in ALLOWED_KEYS})
+        out.append(line)
+    return out, dict(sorted(dropped.items()))
 
 
 def apply_order(
@@ -105,17 +138,27 @@ def replay(
     rate: float = 0.0,
     on_batch: Callable[[int], None] | None = None,
     max_retries: int = 100,
+    wait: float | None = None,
+    start: float | None = None,
 ) -> ReplayResult:
-    """Post ``lines`` in batches; ``rate`` > 0 paces the posts to about that many examples/s."""
+    """Post ``lines`` in batches; ``rate`` > 0 paces the posts to about that many examples/s.
+
+    ``wait`` (seconds, at most 30): the last batch asks the server to answer once a version
+    covering it (and so everything before it) is served; that version is in the result.
+    ``start`` (a ``time.perf_counter()`` value) is when the clock of the rate started.
+    """
     if rate < 0:
         raise ValueError(f"rate must be >= 0 (0 = as fast as possible), got {rate}")
-    start = time.perf_counter()
-    posted = requests = retries = 0
-    for chunk in batches(lines, batch_size):
+    start = time.perf_counter() if start is None else start
+    posted = requests = retries = duplicates = 0
+    version: int | None = None
+    chunks = list(batches(lines, batch_size))
+    for n, chunk in enumerate(chunks, 1):
         body = b"\n".join(chunk) + b"\n"
+        last_wait = wait if n == len(chunks) else None
         for attempt in range(max_retries + 1):
             try:
-                client.learn_raw(model, body, fmt)
+                answer = client.learn_raw(model, body, fmt, wait=last_wait)
                 break
             except ClientError as e:
                 if e.status not in RETRY_STATUSES or attempt == max_retries:
@@ -129,13 +172,17 @@ def replay(
                 time.sleep(min(max(e.retry_after or 0.5, 0.05), MAX_BACKOFF_S))
         requests += 1
         posted += len(chunk)
+        if isinstance(answer, dict):
+            duplicates += int(answer.get("duplicates", 0))
+            version = answer.get("version", version)
         if on_batch is not None:
             on_batch(len(chunk))
         if rate > 0:
             ahead = posted / rate - (time.perf_counter() - start)
             if ahead > 0:
                 time.sleep(ahead)
-    return ReplayResult(posted, requests, time.perf_counter() - start, retries)
+    seconds = time.perf_counter() - start
+    return ReplayResult(posted, requests, seconds, retries, duplicates, version)
 
 
 def wait_learned(client: Client, model: str, *, timeout: float = 60.0) -> Metrics:
@@ -148,31 +195,31 @@ def wait_learned(client: Client, model: str, *, timeout: float = 60.0) -> Metric
     return metrics
 
 
-def find_spambase(explicit: Path | None = None) -> Path:
-    """The Spambase directory: ``explicit``, else ``../shared/data/spambase`` beside the repo
-    (or beside the current directory)."""
-    candidates = [explicit] if explicit is not None else []
-    repo = Path(__file__).resolve().parents[1]
-    candidates += [
-        repo.parent / "shared" / "data" / "spambase",
-        Path.cwd().parent / "shared" / "data" / "spambase",
-        Path.cwd() / "shared" / "data" / "spambase",
-    ]
-    for c in candidates:
-        if c is not None and (c / "stream.jsonl").is_file():
-            return c
-        if c is not None and c.is_file() and c.name.endswith(".jsonl"):
-            return c.parent
-    raise FileNotFoundError(
-        "Spambase not found (looked for stream.jsonl in "
-        + ", ".join(str(c) for c in candidates if c is not None)
-        + "); pass --data DIR"
-    )
+def find_spambase(explicit: Path | None = None) -> tuple[Path, Path | None]:
+    """Spambase's examples and order files: from ``explicit`` (a directory holding
+    ``stream.jsonl`` or ``spambase.jsonl.gz``, or the examples file itself), else the copy
+    shipped in the package."""
+    if explicit is None:
+        return SPAMBASE, SPAMBASE_ORDER
+    if explicit.is_file():
+        directory, stream = explicit.parent, explicit
+    else:
+        directory = explicit
+        found = [p for p in (explicit / "stream.jsonl", explicit / SPAMBASE.name) if p.is_file()]
+        if not found:
+            raise FileNotFoundError(
+                f"Spambase not found in {explicit} (looked for stream.jsonl and "
+                f"{SPAMBASE.name}); leave out --data to use the copy shipped with streamlearn"
+            )
+        stream = found[0]
+    orders = [directory / "order_shuffled_seed0.txt", directory / SPAMBASE_ORDER.name]
+    return stream, next((o for o in orders if o.is_file()), None)
 
 
 __all__ = [
     "ReplayResult",
     "apply_order",
+    "drop_unknown_keys",
     "find_spambase",
     "guess_format",
     "read_lines",

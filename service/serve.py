@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.datadir import DataDirBusy, DataDirLock
 from service.embedded import EmbeddedRedis, Kind, free_port, start_embedded
 from service.settings import Settings
 
@@ -154,7 +155,27 @@ def serve(
     say: Say = _print,
     log_level: str = "warning",
 ) -> int:
-    """Run API + worker until interrupted; returns a process exit code."""
+    """Run API + worker until interrupted; returns a process exit code.
+
+    With the embedded Redis, the data directory is held exclusively for the whole run
+    (:class:`service.datadir.DataDirLock`): a second serve on it refuses to start.
+    """
+    lock: DataDirLock | None = None
+    if settings.redis_url is None:  # the embedded Redis keeps its files in the data dir
+        lock = DataDirLock(settings.data_dir)
+        try:
+            lock.acquire()
+        except DataDirBusy as e:
+            say(str(e))
+            return 2
+    try:
+        return _serve(settings, embedded=embedded, say=say, log_level=log_level)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _serve(settings: Settings, *, embedded: Kind | None, say: Say, log_level: str) -> int:
     import uvicorn
 
     from service.api.app import create_app

@@ -4,6 +4,8 @@ a live service (typer's CliRunner, in process)."""
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import httpx
@@ -27,6 +29,9 @@ EXPECTED = {
     "metrics",
     "versions",
     "rollback",
+    "pin",
+    "unpin",
+    "dead-letters",
 }
 runner = CliRunner()
 
@@ -168,7 +173,20 @@ def test_client_commands_against_live_service(settings, tmp_path: Path) -> None:
         )
         assert r.exit_code == 0, r.output
         assert "posted 40 examples in 6 requests" in r.output
+        assert "40 new, 0 already learned" in r.output
+        assert re.search(r"learned: version \d+ serves all of it", r.output), r.output
         assert "examples seen" in r.output and "40" in r.output
+        assert "lag" in r.output and re.search(r"lag\s+│\s+0 ", r.output), r.output
+
+        again = runner.invoke(
+            app, ["replay", str(data), "--model", "cli", *url], terminal_width=200
+        )
+        assert again.exit_code == 0, again.output
+        assert "0 new, 40 already learned" in again.output, again.output
+        rates = re.findall(r"([\d,]+) (?:ex|examples)/s", again.output)
+        assert len(rates) == 2 and rates[0] == rates[1], f"bar and summary rates differ: {rates}"
+        with Client(live.url) as c:
+            assert c.metrics("cli")["examples_seen"] == 40
 
         r = runner.invoke(app, ["models", *url], terminal_width=200)
         assert r.exit_code == 0 and "cli" in r.output, r.output
@@ -184,6 +202,9 @@ def test_client_commands_against_live_service(settings, tmp_path: Path) -> None:
             first = min(int(v["version"]) for v in c.versions("cli")["versions"])
         r = runner.invoke(app, ["rollback", "cli", str(first), *url])
         assert r.exit_code == 0 and f"back to version {first}" in r.output, r.output
+        with Client(live.url) as c:
+            head = c.versions("cli")["head"]
+        assert head > first and f"now serving version {head} " in r.output, r.output
 
         r = runner.invoke(app, ["metrics", "nope", *url])
         assert r.exit_code == 1 and "model_not_found" in r.output
@@ -211,7 +232,7 @@ def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_pat
     from service.learning.spec import ModelSpec
     from tests.live_service import live_service
 
-    order = read_lines(spambase_path.parent / "order_shuffled_seed0.txt", "ndjson")
+    order = read_lines(spambase_path.with_name("spambase_order.txt"), "ndjson")
     lines = apply_order(read_lines(spambase_path, "ndjson"), [o.decode() for o in order])
     spec = ModelSpec.from_dict(DEMO_SPEC)
     learner = spec.build_learner()
@@ -220,7 +241,7 @@ def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_pat
     with live_service(settings) as live:
         r = runner.invoke(
             app,
-            ["demo", "--url", live.url, "--data", str(spambase_path.parent), "--rate", "0"],
+            ["demo", "--url", live.url, "--rate", "0"],
             terminal_width=200,
         )
         assert r.exit_code == 0, r.output
@@ -229,3 +250,109 @@ def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_pat
     assert metrics["examples_seen"] == len(lines) == 4601
     assert metrics["mistakes"] == int(offline.sum())
     assert metrics["mistake_rate"] < 0.10  # the demo shows a filter that works
+
+
+def test_replay_drops_keys_an_example_does_not_have_and_says_how_many(tmp_path: Path) -> None:
+    """A file's own metadata (extra keys per line) would be a 422 over HTTP: replay drops
+    it, keeps ``meta``, and counts what it dropped; a .gz file is read as it is."""
+    import gzip
+    import io
+
+    from rich.console import Console
+
+    from service.commands import run_replay
+
+    rows = [
+        {"id": f"e{i}", "text": "hi", "label": 1, "source": "a", "meta": {"i": i}} for i in range(5)
+    ]
+    path = tmp_path / "tagged.jsonl.gz"
+    path.write_bytes(gzip.compress(b"\n".join(orjson.dumps(r) for r in rows)))
+    posted: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            posted.extend(orjson.loads(x) for x in request.content.splitlines())
+            return httpx.Response(202, json={"accepted": 5, "duplicates": 0})
+        if request.url.path.endswith("/metrics"):
+            return httpx.Response(200, json={"examples_seen": 5, "lag": 0})
+        return httpx.Response(200, json={"name": "m", "spec": {}, "version": 0})
+
+    out = io.StringIO()
+    with Client("http://sl.test", transport=httpx.MockTransport(handler)) as c:
+        run_replay(c, Console(file=out, width=200), path, "m", wait=0)
+    assert posted == [{k: v for k, v in r.items() if k != "source"} for r in rows]
+    assert "unknown keys dropped: source (5 lines)" in out.getvalue()
+
+
+def test_pin_unpin_dead_letters_and_retention_from_the_cli(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import redis
+
+    from service.store import Keys
+    from tests.live_service import live_service, wait_for
+
+    settings = settings.model_copy(update={"keep_versions": 2})
+    with live_service(settings) as live, Client(live.url) as c:
+        url = ["--url", live.url]
+        c.create_model("p", {"algorithm": "perceptron", "bits": 8})
+        for i in range(4):  # four versions, of which retention keeps the newest two
+            c.learn("p", {"features": {"x": float(i + 1)}, "label": 1 if i % 2 else -1}, wait=20)
+        kept = sorted(int(v["version"]) for v in c.versions("p")["versions"])
+        assert len(kept) == 2 and kept[0] > 1
+
+        r = runner.invoke(app, ["pin", "p", str(kept[0]), *url], terminal_width=200)
+        assert r.exit_code == 0 and f"pinned p to version {kept[0]}" in r.output, r.output
+        assert c.versions("p")["head"] == kept[0]
+        r = runner.invoke(app, ["unpin", "p", *url], terminal_width=200)
+        assert r.exit_code == 0 and f"(now version {kept[-1]})" in r.output, r.output
+
+        r = runner.invoke(app, ["rollback", "p", "1", *url], terminal_width=200)
+        said = " ".join(r.output.split())
+        assert r.exit_code == 1 and "version_not_found" in said, said
+        assert "removed by retention" in said and f"the oldest kept is version {kept[0]}" in said
+        r = runner.invoke(app, ["pin", "p", "99", *url], terminal_width=200)
+        said = " ".join(r.output.split())
+        assert r.exit_code == 1 and f"has no version 99 (the newest is version {kept[-1]})" in said
+
+        r = runner.invoke(app, ["dead-letters", "p", *url], terminal_width=200)
+        assert r.exit_code == 0 and "no dead letters for p" in r.output, r.output
+        raw = redis.Redis.from_url(str(settings.redis_url))
+        keys = Keys(settings.key_prefix)
+        raw.xadd(keys.examples("p"), {"b": b"\x07garbage", "n": 1})
+        raw.incrby(keys.appended("p"), 1)
+        raw.close()
+        wait_for(lambda: c.dead_letters("p")["dead_letters"])
+        r = runner.invoke(app, ["dead-letters", "p", *url], terminal_width=200)
+        assert r.exit_code == 0 and "DecodeError" in r.output, r.output
+        (letter,) = c.dead_letters("p", limit=5)["dead_letters"]
+        assert letter["bytes"] == 8 and "DecodeError" in letter["reason"]
+        assert abs(letter["time"] - time.time()) < 60
+        with pytest.raises(ClientError) as missing:
+            c.dead_letters("nope")
+        assert missing.value.code == "model_not_found"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_help_reads_as_prose(name: str) -> None:
+    """No reST backticks; each docstring paragraph is reflowed as one (no sentence broken
+    where the source line ended)."""
+    command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+    wide = runner.invoke(app, [name, "--help"], env={"COLUMNS": "400"})
+    assert wide.exit_code == 0, wide.output
+    assert "`" not in wide.output, wide.output
+    lines = [" ".join(line.strip(" │").split()) for line in wide.output.splitlines()]
+    for paragraph in (command.help or "").split("\n\n"):
+        text = " ".join(paragraph.replace("`", "").split())
+        if text and not text.startswith("Example:"):
+            assert text in lines, f"{text!r} is not one line of:\n{wide.output}"
+
+
+@pytest.mark.parametrize("name", ["serve", "api"])
+def test_host_and_port_show_their_defaults(name: str) -> None:
+    from service.cli import DEFAULT_HOST, DEFAULT_PORT
+    from service.settings import Settings
+
+    assert (Settings().host, Settings().port) == (DEFAULT_HOST, DEFAULT_PORT)
+    out = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"}).output
+    flat = " ".join(out.replace("│", " ").split())
+    assert "STREAMLEARN_HOST] [default: 127.0.0.1] --port" in flat, flat
+    assert "[env var: STREAMLEARN_PORT] [default: 8000]" in flat, flat

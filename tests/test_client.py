@@ -200,6 +200,22 @@ async def test_async_client_sends_the_same_requests() -> None:
         assert (a.method, a.url, a.content) == (b.method, b.url, b.content)
 
 
+def test_learn_with_wait_asks_the_server_to_hold_the_answer() -> None:
+    rec = Recorder(
+        lambda r: httpx.Response(200, json={"accepted": 1, "duplicates": 0, "version": 3})
+    )
+    with sync_client(rec) as c:
+        got = c.learn("m", {"text": "hi", "label": "ham"}, wait=5)
+        assert rec.last.url.params["wait"] == "5" and got["version"] == 3
+        c.learn_raw("m", b"1 1:1\n", "svmlight", wait=2.5)
+        assert dict(rec.last.url.params) == {"format": "svmlight", "wait": "2.5"}
+        c.learn("m", {"text": "hi", "label": "ham"})
+        assert "wait" not in rec.last.url.params
+        for bad in (0, 31, -1, True, "5"):
+            with pytest.raises(ValueError, match=r"wait must be a number of seconds in \(0, 30\]"):
+                c.learn("m", {"text": "hi"}, wait=bad)  # type: ignore[arg-type]
+
+
 # --- against the real app and worker ---------------------------------------------------------
 
 
@@ -233,6 +249,10 @@ def test_client_against_live_service(settings) -> None:  # type: ignore[no-untyp
         metrics = wait_for(lambda: (m := c.metrics("m1"))["examples_seen"] >= 20 and m)
         assert metrics["examples_seen"] == 20
         assert metrics["mistakes"] >= 1
+        served = c.learn("m1", {"features": {"a": 2.0}, "label": 1}, wait=20)
+        assert served["version"] >= 1 and "ids" not in served
+        assert c.metrics("m1")["examples_seen"] == 21
+        assert c.predict("m1", {"features": {"a": 1.0}})["version"] >= served["version"]
 
         one = c.predict("m1", {"features": {"a": 1.0, "b": 1.0}})
         assert {"label", "score", "margin", "version", "prediction_id"} <= set(one)
@@ -245,7 +265,7 @@ def test_client_against_live_service(settings) -> None:  # type: ignore[no-untyp
 
         fed = c.feedback("m1", one["prediction_id"], -1)  # learns from the kept features
         assert fed["accepted"] == 1
-        wait_for(lambda: c.metrics("m1")["examples_seen"] == 21)
+        wait_for(lambda: c.metrics("m1")["examples_seen"] == 22)
         with pytest.raises(ClientError) as unknown:
             c.feedback("m1", "no-such-prediction", 1)
         assert (unknown.value.status, unknown.value.code) == (404, "prediction_not_found")

@@ -119,6 +119,19 @@ def test_dashboard_follows_a_model_and_pins_and_rolls_back(
         page.wait_for_selector("#chart path.series.updates", state="attached", timeout=TIMEOUT_MS)
         assert page.locator("#rate-chart path.series.rate").count() == 1
         wait_text(page, "#stat-lag", "0")
+        # quality of the served scores: tiles and a chart beside the mistakes chart
+        metrics = client.metrics("dash")
+        assert metrics["auc"] is not None and metrics["log_loss"] is not None
+        wait_text(page, "#stat-auc", f"{metrics['auc']:.4f}")
+        wait_text(page, "#stat-loss", f"{metrics['log_loss']:.3f}")
+        assert (page.text_content("#stat-auc-rolling") or "").startswith("rolling 0.")
+        for chart, series, key in (("auc-chart", "auc", "auc"), ("loss-chart", "loss", "log_loss")):
+            last = page.get_attribute(f"#{chart} path.series.{series}:not(.rolling)", "data-last")
+            assert last is not None and float(last) == metrics[key], chart
+            assert page.locator(f"#{chart} path.series.{series}.rolling").count() == 1
+        quality_box = page.locator("#quality-card").bounding_box()
+        chart_box = page.locator("#chart").bounding_box()
+        assert quality_box["x"] > chart_box["x"] + chart_box["width"]  # beside it, at 1280 px
 
         versions = sorted(int(v["version"]) for v in client.versions("dash")["versions"])
         assert len(versions) >= 2
@@ -240,3 +253,130 @@ def test_dashboard_marks_drift(settings: Any, browser: Any, output_dir: Path) ->
         page.wait_for_selector("#chart line.drift-mark", state="attached", timeout=TIMEOUT_MS)
         page.wait_for_timeout(500)
         page.screenshot(path=str(output_dir / "dashboard-drift.png"), full_page=True)
+
+
+def test_dashboard_layout_loading_and_most_recent_model(
+    settings: Any, browser: Any, output_dir: Path
+) -> None:
+    """``/`` opens the model that learned last; while it loads the page says so (never
+    "Waiting for a model" beside a highlighted model); at 1400 and 800 px nothing scrolls
+    sideways and the tile values stay in line, even where labels wrap."""
+    from tests.live_service import live_service
+
+    settings = settings.model_copy(update={"history_every": 20})
+    with live_service(settings) as live, Client(live.url) as client:
+        for name in ("a-older", "b-newer"):  # the most recent is not the first by name
+            client.create_model(name, {"algorithm": "pa1", "bits": 8})
+        for start in range(0, 120, 30):
+            client.learn("a-older", examples(start, 30))
+            learned(client, "a-older", start + 30)
+        time.sleep(0.05)
+        for start in (0, 20):  # two commits: two history points
+            client.learn("b-newer", examples(start, 20))
+            learned(client, "b-newer", start + 20)
+        assert client.metrics("b-newer")["last_update"] > client.metrics("a-older")["last_update"]
+
+        for width, name in ((1400, "b-newer"), (800, "a-older")):
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+            # Record, on every frame from the first, any moment the page says "waiting for a
+            # model" while a model is highlighted.
+            page.add_init_script(
+                """
+                window.__contradictions = 0;
+                const check = () => {
+                  const empty = document.getElementById("empty");
+                  const active = document.querySelector("#model-list li.active");
+                  if (empty && active && !empty.classList.contains("hidden")) window.__contradictions++;
+                  requestAnimationFrame(check);
+                };
+                requestAnimationFrame(check);
+                """
+            )
+            # slow metrics answers, so the loading state lasts long enough to be seen
+            page.route(
+                "**/metrics",
+                lambda route: (time.sleep(0.3), route.continue_()),
+            )
+            page.goto(live.url + ("/" if width == 1400 else "/#a-older"))
+            page.wait_for_selector("#model-list li.active", timeout=TIMEOUT_MS)
+            if width == 1400:
+                # the most recently active model, not the first by name
+                assert page.get_attribute("#model-list li.active", "data-model") == name
+            loading = page.locator("#loading")
+            if page.locator("#detail").is_hidden():
+                assert loading.is_visible() and name in (loading.text_content() or "")
+            wait_text(page, "#model-name", name)
+            page.unroute("**/metrics")
+            page.wait_for_selector(
+                "#auc-chart path.series.auc", state="attached", timeout=TIMEOUT_MS
+            )
+            page.wait_for_timeout(1500)
+            assert page.evaluate("window.__contradictions") == 0
+            # no horizontal scroll
+            overflow = page.evaluate(
+                "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 0, f"{width}px: {overflow}px of horizontal scroll"
+            # tile values in line, row by row (tiles in a row share their top)
+            tiles = page.evaluate(
+                """() => [...document.querySelectorAll('.tiles .tile')].map((t) => ({
+                      top: Math.round(t.getBoundingClientRect().top),
+                      value: t.querySelector('.value').getBoundingClientRect().top,
+                      cut: t.querySelector('.value').scrollWidth > t.querySelector('.value').clientWidth,
+                      label: t.querySelector('.label').getBoundingClientRect().height,
+                  }))"""
+            )
+            rows: dict[int, list[float]] = {}
+            for t in tiles:
+                rows.setdefault(t["top"], []).append(t["value"])
+            assert not any(t["cut"] for t in tiles), f"{width}px: a tile value is cut off"
+            for values in rows.values():
+                assert max(values) - min(values) < 1, f"{width}px: values out of line {values}"
+            if width == 800:
+                heights = [t["label"] for t in tiles]
+                assert max(heights) > 1.5 * min(heights), "no label wraps at 800 px: test is moot"
+            page.screenshot(path=str(output_dir / f"dashboard-{width}.png"), full_page=True)
+            assert errors == []
+            page.close()
+
+
+def test_dashboard_shows_ensemble_members(settings: Any, browser: Any, output_dir: Path) -> None:
+    """An ensemble's ``members`` (in its metrics answer) show as a table with the leading
+    member marked; a model without members has no such card."""
+    import json
+
+    from tests.live_service import live_service
+
+    members = [
+        {"algorithm": "pa1", "params": {"C": 1.0}, "weight": 0.2, "examples_seen": 40,
+         "mistakes": 9, "log_loss": 0.61},
+        {"algorithm": "adagrad", "params": {"eta": 0.5}, "weight": 0.7, "examples_seen": 40,
+         "mistakes": 4, "log_loss": 0.33},
+        {"algorithm": "perceptron", "params": {}, "weight": 0.1, "examples_seen": 40,
+         "mistakes": 12, "log_loss": 1.2},
+    ]  # fmt: skip
+    with live_service(settings) as live, Client(live.url) as client:
+        client.create_model("ens", {"algorithm": "pa1", "bits": 8})
+        client.learn("ens", examples(0, 40))
+        learned(client, "ens", 40)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(live.url + "/#ens")
+        wait_text(page, "#stat-examples", "40")
+        assert page.locator("#members-card").is_hidden()
+
+        def add_members(route: Any) -> None:
+            response = route.fetch()
+            body = response.json()
+            body["members"] = members
+            route.fulfill(response=response, body=json.dumps(body))
+
+        page.route("**/models/ens/metrics", add_members)
+        page.wait_for_selector("#members-card:not(.hidden)", timeout=TIMEOUT_MS)
+        rows = page.locator("#members tr")
+        assert rows.count() == 3
+        assert "adagrad (eta=0.5)" in (rows.nth(1).text_content() or "")
+        assert page.locator('#members tr[data-member="1"] .badge.leading').count() == 1
+        assert page.locator("#members .badge.leading").count() == 1
+        page.screenshot(path=str(output_dir / "dashboard-members.png"), full_page=True)

@@ -146,6 +146,9 @@ def test_chunking_is_invisible_and_auc_comes_from_the_served_margins(tmp_path: P
             whole.updates,
         )
     assert small.auc == whole.auc and fast.auc is None
+    quality = ("log_loss", "rolling_auc", "rolling_log_loss", "auc_error_bound")
+    assert all(getattr(small, k) == getattr(whole, k) is not None for k in quality)
+    assert all(getattr(fast, k) is None for k in quality)
     # the reference: one example at a time, margins read from the served model
     spec = ModelSpec.from_dict({"algorithm": "averaged_perceptron", "hashing": False, "dim": 30})
     lines = [json.loads(x) for x in nd.read_text().splitlines()]
@@ -159,6 +162,12 @@ def test_chunking_is_invisible_and_auc_comes_from_the_served_margins(tmp_path: P
     assert whole.mistakes == mistakes and whole.examples == 600
     assert whole.auc == roc_auc(np.array(margins), batch.y == 1)
     assert 0.5 < whole.auc <= 1.0
+    # log loss of σ(margin), and the rolling figures over the last WINDOW examples
+    s, yes = np.array(margins), batch.y == 1
+    losses = np.logaddexp(0.0, np.where(yes, -s, s))
+    assert whole.log_loss == pytest.approx(losses.mean(), rel=1e-12)
+    assert whole.window == 1000 and whole.rolling_auc == roc_auc(s[-1000:], yes[-1000:])
+    assert whole.rolling_log_loss == pytest.approx(losses[-1000:].mean(), rel=1e-12)
 
 
 def test_ndjson_and_svmlight_agree(tmp_path: Path) -> None:
@@ -192,6 +201,7 @@ def test_multiclass_files_have_no_auc(tmp_path: Path) -> None:
         hashing = {"hashing": False} if path == nd else {}
         r = evaluate_file(path, algorithm="pa1", classes=["c0", "c1", "c2"], dim=30, **hashing)
         assert r.n_classes == 3 and r.auc is None and 0 < r.mistakes < r.examples / 2
+        assert r.log_loss is None and r.rolling_auc is None
 
 
 def test_bad_inputs_raise_evaluation_errors(tmp_path: Path) -> None:
@@ -340,3 +350,88 @@ def test_long_files_get_a_progress_bar_and_the_same_report(
     assert (with_bar.mistakes, with_bar.auc) == (plain.mistakes, plain.auc)
     lines = capsys.readouterr().out.strip().splitlines()
     assert json.loads(lines[-1])["examples"] == 300
+
+
+# --- compressed files and a file's own metadata -------------------------------------------------
+
+
+def test_compressed_files_and_unknown_keys_are_evaluated_as_they_are(tmp_path: Path) -> None:
+    """A .gz/.xz file gives the same figures as the plain one; keys an example does not have
+    (a file's own metadata) are dropped and counted, ``meta`` is kept and ignored."""
+    import gzip
+    import lzma
+
+    nd, svm = write_stream(tmp_path)
+    plain = evaluate_file(nd, algorithm="pa1", hashing=False, dim=30)
+    assert plain.dropped_keys == {}
+    rows = [json.loads(x) for x in nd.read_text().splitlines()]
+    tagged = [
+        {**r, "source": "list-a", "meta": {"n": i}, **({"day": 3} if i % 2 else {})}
+        for i, r in enumerate(rows)
+    ]
+    gz = tmp_path / "tagged.jsonl.gz"
+    gz.write_bytes(gzip.compress("\n".join(json.dumps(r) for r in tagged).encode()))
+    report = evaluate_file(gz, algorithm="pa1", hashing=False, dim=30)
+    assert (report.examples, report.mistakes, report.auc) == (
+        plain.examples,
+        plain.mistakes,
+        plain.auc,
+    )
+    assert report.dropped_keys == {"day": len(rows) // 2, "source": len(rows)}
+    xz = tmp_path / "stream.svm.xz"
+    xz.write_bytes(lzma.compress(svm.read_bytes()))
+    from_xz = evaluate_file(xz, algorithm="pa1")
+    assert from_xz.format == "svmlight"
+    assert from_xz.mistakes == evaluate_file(svm, algorithm="pa1").mistakes
+    table = CliRunner().invoke(
+        app, ["evaluate", str(gz), "--algorithm", "pa1", "--no-hashing", "--dim", "30"],
+        terminal_width=200,
+    )  # fmt: skip
+    assert table.exit_code == 0, table.output
+    assert "unknown keys dropped" in table.stdout and "source (600 lines)" in table.stdout
+
+
+def test_named_labels_without_classes_say_which_flag_to_pass(tmp_path: Path) -> None:
+    mail = tmp_path / "mail.jsonl"
+    mail.write_text(
+        '{"text": "cheap pills", "label": "spam"}\n{"text": "lunch?", "label": "ham"}\n'
+    )
+    result = CliRunner().invoke(app, ["evaluate", str(mail), "--algorithm", "pa1"])
+    said = " ".join(result.output.split())  # rich wraps to its width
+    assert result.exit_code != 0
+    assert "--classes ham,spam" in said and "label 'spam'" in said, said
+    ok = CliRunner().invoke(
+        app, ["evaluate", str(mail), "--algorithm", "pa1", "--classes", "ham,spam", "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    preset = CliRunner().invoke(app, ["evaluate", str(mail), "--preset", "spam", "--json"])
+    assert preset.exit_code == 0, preset.output  # the spam preset's classes are ham, spam
+
+
+def test_cli_takes_a_thick_threshold_as_a_json_param(tmp_path: Path) -> None:
+    _, svm = write_stream(tmp_path, n=500, seed=8)
+    thick = '{"margin": 0.5, "repeats": 2}'
+    result = CliRunner().invoke(app, ["evaluate", str(svm), "-a", "pa1", "-p", f"thick={thick}",
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["params"] == {"C": 1.0, "thick": {"margin": 0.5, "repeats": 2}}
+    plain = evaluate_file(svm, algorithm="pa1")
+    assert report["examples"] == plain.examples and report["updates"] < plain.updates
+
+
+def test_ensemble_reports_its_members(tmp_path: Path) -> None:
+    _, svm = write_stream(tmp_path, n=400, seed=9)
+    members = '[{"algorithm": "pa1"}, {"algorithm": "adagrad"}]'
+    result = CliRunner().invoke(app, ["evaluate", str(svm), "-a", "ensemble", "-p",
+                                      f"members={members}", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    names = [m["algorithm"] for m in report["members"]]
+    assert names == ["pa1", "adagrad"]
+    assert all(m["examples_seen"] == report["examples"] == 400 for m in report["members"])
+    assert sum(m["weight"] for m in report["members"]) == pytest.approx(1.0)
+    table = CliRunner().invoke(app, ["evaluate", str(svm), "-a", "ensemble", "-p",
+                                     f"members={members}"])  # fmt: skip
+    assert "member 1: adagrad" in table.output
+    assert evaluate_file(svm, algorithm="pa1").members is None

@@ -133,7 +133,8 @@ def test_serve_refuses_a_busy_port_before_starting_anything(tmp_path: Path) -> N
         code = serve(Settings(port=port, data_dir=str(tmp_path)), say=said.append)
     assert code == 2
     assert f"Port {port} on 127.0.0.1 is in use" in said[0]
-    assert not any(tmp_path.iterdir()), "no embedded Redis may have started"
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left in ([], ["serve.lock"]), f"no embedded Redis may have started: {left}"
 
 
 def test_a_failing_worker_thread_is_reported_at_once() -> None:
@@ -272,3 +273,55 @@ def test_serve_uses_the_configured_redis(tmp_path: Path, settings: Settings) -> 
         assert client.sismember(f"{settings.key_prefix}:models", "r")
     finally:
         client.close()
+
+
+# --- one serve per data directory --------------------------------------------------------------
+
+HOLD = (
+    "import sys, time\n"
+    "from service.datadir import DataDirLock\n"
+    "DataDirLock(sys.argv[1]).acquire()\n"
+    "print('held', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def test_a_held_data_dir_refuses_a_second_serve_naming_the_holder(tmp_path: Path) -> None:
+    from service.datadir import DataDirBusy, DataDirLock
+    from service.serve import serve
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(DataDirBusy) as busy:
+            DataDirLock(tmp_path).acquire()
+        assert busy.value.pid == holder.pid
+        said: list[str] = []
+        assert serve(Settings(port=0, data_dir=str(tmp_path)), say=said.append) == 2
+        assert len(said) == 1 and f"process {holder.pid}" in said[0], said
+        assert str(tmp_path.resolve()) in said[0] and "--data-dir" in said[0]
+        assert not (tmp_path / "appendonlydir").exists(), "no second Redis may start"
+    finally:
+        holder.kill()  # SIGKILL: the kernel drops its flock; the pid stays in the file
+        holder.wait()
+    with DataDirLock(tmp_path) as lock:  # a stale lock file does not block
+        assert lock.holder() == os.getpid()
+    with DataDirLock(tmp_path):
+        pass  # released on exit: taken again at once
+
+
+def test_two_serves_on_one_data_dir(tmp_path: Path) -> None:
+    with serve_process(tmp_path, "--embedded", "fakeredis") as (url, _lines, proc):
+        port = free_port()
+        second = subprocess.run(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port),
+             "--data-dir", str(tmp_path), "--embedded", "fakeredis"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+            env={k: v for k, v in os.environ.items() if not k.startswith("STREAMLEARN_")},
+        )  # fmt: skip
+        assert second.returncode == 2, second.stdout + second.stderr
+        said = " ".join((second.stdout + second.stderr).split())
+        assert f"in use by another streamlearn serve (process {proc.pid})" in said, said
+        assert httpx.get(url + "/healthz").status_code == 200, "the first one is untouched"

@@ -46,8 +46,9 @@ from service.errors import (
     ModelNotFound,
     StoreUnavailable,
 )
+from service.learning.quality import LINKS, QualityTracker
 from service.settings import Settings
-from service.store import DeadLetter, Lease, StateBlob, Store, StreamEntry
+from service.store import DeadLetter, Lease, Quality, StateBlob, Store, StreamEntry
 from service.store.base import parse_id
 from service.store.codec import column_of, decode_batch, encode_sparse
 from workers.learners import (
@@ -117,6 +118,7 @@ class Held:
     chain: list[int] = field(default_factory=list)
     schain: list[int] = field(default_factory=list)
     axes: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
+    quality: QualityTracker | None = None  # binary models: progressive AUC and log loss
 
     @property
     def model(self) -> str:
@@ -125,6 +127,25 @@ class Held:
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}".replace(":", "-")
+
+
+def tracker_for(learner: Any, state: dict[str, Any] | None) -> QualityTracker | None:
+    """The quality tracker of a binary model (from its committed state, if any); None for
+    a multi-class model. A model committed before quality was tracked starts a fresh one."""
+    if learner.multiclass or learner.link not in LINKS:
+        return None
+    return QualityTracker.from_state(state) if state is not None else QualityTracker()
+
+
+def quality_of(learner: Any, tracker: QualityTracker) -> Quality:
+    """What a commit stores: the tracker's state and figures, and for an ensemble each
+    member's progressive metrics (``member_metrics()``), so a user sees who is winning."""
+    figures = tracker.summary()
+    member_metrics = getattr(learner, "member_metrics", None)
+    members = member_metrics() if callable(member_metrics) else None
+    if members is not None:
+        figures["members"] = members
+    return Quality(tracker.get_state(), figures)
 
 
 class Worker:
@@ -209,8 +230,12 @@ class Worker:
             try:
                 batch, _ = decode_batch(e.payload)
                 check_batch(batch, learner.dim, learner.n_classes)
-                learner.learn(batch)
-                h.touched.append(batch.indices)
+                h.touched.append(batch.indices)  # before learning: a superset if it raises
+                if h.quality is None:
+                    learner.learn(batch)
+                else:
+                    _, margins = learner.learn_scored(batch)
+                    h.quality.update(margins, batch.y, learner.link)
             except (DecodeError, ValueError) as err:
                 reason = f"{type(err).__name__}: {err} ({len(e.payload)} bytes)"
                 h.dead.append(DeadLetter(e.id, reason, e.payload[:DEAD_PAYLOAD_BYTES]))
@@ -291,11 +316,12 @@ class Worker:
                 dead=h.dead,
                 history=mark != h.history_mark or (publish and h.unpublished > 0),
                 serving=serving,
+                quality=None if h.quality is None else quality_of(learner, h.quality),
             )
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1
-            log.warning("model %s: commit refused (%s); dropping its state", h.model, e)
             self.held.pop(h.model, None)
+            await self._say_dropped(h, f"commit refused ({e})")
             return
         now = time.monotonic()
         self.stats["commits"] += 1
@@ -319,8 +345,8 @@ class Worker:
         held = list(self.held.values())
         for h, ok in zip(held, await self.store.renew([h.lease for h in held]), strict=True):
             if not ok:
-                log.warning("model %s: lease lost; dropping its state", h.model)
                 self.held.pop(h.model, None)
+                await self._say_dropped(h, "lease lost")
         models = await self.store.list_models()
         alive = {w.worker_id for w in await self.store.workers()} | {self.worker_id}
         share = math.ceil(len(models) / len(alive)) if models else 0
@@ -343,6 +369,27 @@ class Worker:
             self.worker_id, list(self.held), pid=os.getpid(), host=socket.gethostname()
         )
 
+    async def _say_dropped(self, h: Held, why: str) -> None:
+        """Log why a model's state was dropped: a rollback by an admin is routine (info);
+        anything else (another worker took over, a conflict) is a warning."""
+        head = None
+        with contextlib.suppress(Exception):  # only the message depends on it
+            head = next((v for v in await self.store.list_versions(h.model) if v.head), None)
+        if (
+            head is not None
+            and head.source.startswith("rollback:")
+            and head.number > (h.version or 0)
+        ):
+            log.info(
+                "model %s: rolled back by an admin to version %s (published as version %d); "
+                "reloading from it",
+                h.model,
+                head.source.removeprefix("rollback:"),
+                head.number,
+            )
+        else:
+            log.warning("model %s: %s; dropping its state", h.model, why)
+
     async def _take(self, lease: Lease) -> None:
         """Load ``lease.model``'s committed state into a fresh learner."""
         m = lease.model
@@ -351,6 +398,7 @@ class Worker:
             committed = await self.store.load_state(m)
             if committed.state is not None:
                 learner.set_state(committed.state)
+            quality = tracker_for(learner, committed.quality)
         except (InvalidSpec, ModelNotFound, DecodeError, ValueError) as e:
             log.error("model %s cannot be loaded (%s); skipping it for a minute", m, e)
             self._skip_until[m] = time.monotonic() + 60
@@ -365,6 +413,7 @@ class Worker:
             history_mark=seen // max(1, self.settings.history_every),
             chain=list(committed.chain),
             axes=axes_of(learner),
+            quality=quality,
         )
         self.stats["takeovers"] += 1
         log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)

@@ -27,7 +27,16 @@ from service.api.fastpath import FastPath
 from service.api.limits import BodyLimit
 from service.api.prom import LatencyMiddleware, Metrics
 from service.api.responses import FastJSON
-from service.api.routes import examples, feedback, health, models, monitor, predict, versions
+from service.api.routes import (
+    dead,
+    examples,
+    feedback,
+    health,
+    models,
+    monitor,
+    predict,
+    versions,
+)
 from service.settings import Settings
 
 log = logging.getLogger("streamlearn.api")
@@ -120,7 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sl = state
     errors.install(app)
     # the hot routes first: the router tries routes in order
-    for module in (examples, predict, models, feedback, monitor, versions, health):
+    for module in (examples, predict, models, feedback, monitor, versions, dead, health):
         app.include_router(module.router)
     _include_dashboard(app)
     app.add_middleware(FastPath, routes=_hot_routes())  # innermost (added first)

@@ -8,20 +8,50 @@ signatures touches one file. It never imports redis.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from service.api.coalesce import Coalescer
 from service.api.specs import spec_from_dict
-from service.errors import ModelNotFound, SpecConflict
+from service.errors import ModelNotFound, SpecConflict, VersionNotFound
 from service.learning.features import Batch
 from service.learning.linear import LinearModel
 from service.store import feedback as kept
 
+Appended = tuple[int, str | None]
+"""What an append did for one request: rows dropped as duplicates (an id already seen within
+the idempotency window), and the stream entry the rest went into (None when none did)."""
+
 HISTORY_ALL = 100_000
 TAIL = 256
 COALESCE_ROWS = 64  # requests up to this many rows share appends with concurrent ones
+
+
+def parse_stream_id(entry_id: str) -> tuple[int, int]:
+    """``"ms-seq"`` → ``(ms, seq)``, the order of stream ids.
+
+    >>> parse_stream_id("1700000000000-3") < parse_stream_id("1700000000001-0")
+    True
+    """
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _per_group(result: Any, sizes: Sequence[int]) -> list[Appended]:
+    """Split an append's duplicate positions among the groups of ``sizes`` rows.
+
+    >>> from types import SimpleNamespace as NS
+    >>> _per_group(NS(duplicates=[0, 3, 4], entry_id="5-0"), [2, 1, 3])
+    [(1, '5-0'), (0, '5-0'), (2, '5-0')]
+    """
+    counts = [0] * len(sizes)
+    ends = list(itertools.accumulate(sizes))
+    for pos in result.duplicates:
+        counts[bisect.bisect_right(ends, pos)] += 1
+    return [(c, result.entry_id) for c in counts]
 
 
 def _model(serving: dict[str, Any]) -> LinearModel:
@@ -34,7 +64,7 @@ class Backend:
         self.settings = settings
         self.keys = store.keys
         self.client = store.client
-        self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]], None]] = {}
+        self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]], Appended]] = {}
 
     # --- models -----------------------------------------------------------------------------
     async def create_model(self, m: str, spec: Any, ttl: int | None) -> bool:
@@ -75,30 +105,55 @@ class Backend:
             raise ModelNotFound(f"model {m!r} does not exist", field="model")
 
     # --- examples and feedback ---------------------------------------------------------------
-    async def append(self, m: str, batch: Batch, ids: Sequence[str | None]) -> None:
+    async def append(self, m: str, batch: Batch, ids: Sequence[str | None]) -> Appended:
         """Append a batch whole; small ones are coalesced with concurrent ones (one entry)."""
         if batch.n > COALESCE_ROWS:
-            await self._append_now(m, [(batch, ids)])
-            return
+            return (await self._append_now(m, [(batch, ids)]))[0]
         appender = self._appenders.get(m)
         if appender is None:
 
-            async def flush(items: list[tuple[Batch, Sequence[str | None]]]) -> list[None]:
-                await self._append_now(m, items)
-                return [None] * len(items)
+            async def flush(items: list[tuple[Batch, Sequence[str | None]]]) -> list[Appended]:
+                return await self._append_now(m, items)
 
             appender = self._appenders[m] = Coalescer(flush)
-        await appender.submit((batch, ids))
+        return await appender.submit((batch, ids))
 
-    async def append_now(self, m: str, batch: Batch, ids: Sequence[str | None]) -> None:
-        """Append one batch now (callers that already grouped their work)."""
-        await self._append_now(m, [(batch, ids)])
+    async def append_groups(
+        self, m: str, batch: Batch, ids: Sequence[str | None], sizes: Sequence[int]
+    ) -> list[Appended]:
+        """Append one batch now, made of groups of ``sizes`` rows (callers that already
+        grouped their work); what happened to each group."""
+        result = await self.store.append(m, batch, ids if any(i is not None for i in ids) else None)
+        return _per_group(result, sizes)
 
-    async def _append_now(self, m: str, items: list[tuple[Batch, Sequence[str | None]]]) -> None:
+    async def _append_now(
+        self, m: str, items: list[tuple[Batch, Sequence[str | None]]]
+    ) -> list[Appended]:
         batch = items[0][0] if len(items) == 1 else Batch.concat([b for b, _ in items])
         ids = [i for _, group in items for i in group]
-        has_ids = any(i is not None for i in ids)
-        await self.store.append(m, batch, ids if has_ids else None)
+        return await self.append_groups(m, batch, ids, [b.n for b, _ in items])
+
+    async def appended_up_to(self, m: str) -> str:
+        """A stream id at or after every entry appended so far (the newest entry, else the
+        committed cursor: the stream is trimmed up to it)."""
+        return await self.store.last_entry_id(m) or await self.store.committed_cursor(m)
+
+    async def covering_version(self, m: str, entry_id: str) -> int | None:
+        """The first version whose cursor reaches ``entry_id``, once the head has reached it
+        (so it, or a later version, is what predictions use); None before that."""
+        target = parse_stream_id(entry_id)
+        infos = await self.store.list_versions(m)
+        head = next((i for i in infos if i.head), None)
+        if head is None or parse_stream_id(head.cursor) < target:
+            return None
+        return min(
+            (
+                i.number
+                for i in infos
+                if i.number <= head.number and parse_stream_id(i.cursor) >= target
+            ),
+            default=head.number,
+        )
 
     async def keep(self, items: Sequence[tuple[str, str, Batch, int]]) -> None:
         """Keep predictions' features for feedback: ``(model, group, batch, ttl)`` each, one
@@ -142,23 +197,52 @@ class Backend:
     async def version(self, m: str, n: int) -> tuple[dict[str, Any], LinearModel]:
         if not await self.exists(m):
             raise ModelNotFound(f"model {m!r} does not exist", field="model")
-        v = await self.store.get_version(m, n)
+        try:
+            v = await self.store.get_version(m, n)
+        except VersionNotFound:
+            raise await self._missing(m, n) from None
         return self._meta(v.info.as_dict()), _model(v.serving)
 
     async def pin(self, m: str, n: int) -> None:
         await self._require(m)
-        await self.store.pin(m, n)
+        try:
+            await self.store.pin(m, n)
+        except VersionNotFound:
+            raise await self._missing(m, n) from None
 
     async def unpin(self, m: str) -> None:
         await self._require(m)
         await self.store.unpin(m)
 
     async def rollback(self, m: str, n: int) -> int:
-        return int(await self.store.rollback(m, n))
+        try:
+            return int(await self.store.rollback(m, n))
+        except VersionNotFound:
+            raise await self._missing(m, n) from None
+
+    async def _missing(self, m: str, n: int) -> VersionNotFound:
+        """Why version ``n`` is not there: removed by retention (naming the oldest kept), or
+        not published yet."""
+        kept = sorted(i.number for i in await self.store.list_versions(m))
+        if kept and n < kept[-1]:
+            return VersionNotFound(
+                f"version {n} of model {m!r} was removed by retention (the newest "
+                f"{self.settings.keep_versions} versions and pinned ones are kept); the oldest "
+                f"kept is version {kept[0]}",
+                field="version",
+            )
+        newest = f"the newest is version {kept[-1]}" if kept else "none is published yet"
+        return VersionNotFound(f"model {m!r} has no version {n} ({newest})", field="version")
 
     async def _require(self, m: str) -> None:
         if not await self.exists(m):
             raise ModelNotFound(f"model {m!r} does not exist", field="model")
+
+    async def dead_letters(self, m: str, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` dead letters of ``m``, newest first, times in seconds."""
+        await self._require(m)
+        rows = await self.store.dead_letters(m, count=limit)
+        return [{**r, "time": r["time"] / 1000.0} for r in rows]
 
     # --- monitoring --------------------------------------------------------------------------
     async def metrics(self, m: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from service.api.backend import Backend
+from service.api.backend import Appended, Backend
 from service.api.cache import Served
 from service.api.coalesce import Coalescer
 from service.errors import InvalidExample
@@ -97,23 +97,27 @@ class Batcher:
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self._ingest: dict[str, Coalescer[IngestItem, None]] = {}
+        self._ingest: dict[str, Coalescer[IngestItem, Appended]] = {}
         self._predict: dict[str, Coalescer[PredictItem, list[dict[str, Any]]]] = {}
 
     async def ingest(
         self, m: str, featurizer: Any, examples: list[Any], ids: list[str | None]
-    ) -> None:
+    ) -> Appended:
+        """Featurize and append with concurrent requests; the rows of this request dropped by
+        the store as duplicates, and the entry the rest went into."""
         q = self._ingest.get(m)
         if q is None:
 
-            async def flush(items: list[IngestItem]) -> list[BaseException | None]:
+            async def flush(items: list[IngestItem]) -> list[Appended | BaseException]:
                 return await self._flush_ingest(m, items)
 
             q = self._ingest[m] = Coalescer(flush)
-        await q.submit((featurizer, examples, ids))
+        return await q.submit((featurizer, examples, ids))
 
-    async def _flush_ingest(self, m: str, items: list[IngestItem]) -> list[BaseException | None]:
-        outcomes: list[BaseException | None] = [None] * len(items)
+    async def _flush_ingest(
+        self, m: str, items: list[IngestItem]
+    ) -> list[Appended | BaseException]:
+        outcomes: list[Appended | BaseException] = [(0, None)] * len(items)
         by_featurizer: dict[int, list[int]] = {}
         for pos, item in enumerate(items):  # a re-created model brings a new featurizer
             by_featurizer.setdefault(id(item[0]), []).append(pos)
@@ -133,7 +137,10 @@ class Batcher:
                 _, _, ids = items[positions[g]]
                 keep = first_occurrences(ids)
                 ids_all.extend(ids if keep is None else [ids[i] for i in keep])
-            await self.backend.append_now(m, batch, ids_all)  # already one group
+            sizes = [len(groups[g]) for g in alive]
+            done = await self.backend.append_groups(m, batch, ids_all, sizes)  # one entry
+            for g, outcome in zip(alive, done, strict=True):
+                outcomes[positions[g]] = outcome
         return outcomes
 
     async def predict(self, m: str, served: Served, examples: list[Any]) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ class ModelCache:
         self._locks: dict[str, asyncio.Lock] = {}
         self.loads = 0  # versions loaded (tests and metrics read it)
         self.stopping = asyncio.Event()
+        self._announced: dict[str, asyncio.Event] = {}
 
     async def get(self, m: str) -> Served:
         """The served state of ``m``; loads it (once) on first use."""
@@ -69,6 +70,19 @@ class ModelCache:
             if entry is None:
                 entry = await self._load(m, None)
             return entry
+
+    def announcement(self, m: str) -> asyncio.Event:
+        """An event set when ``m``'s events channel next announces a version (after the cache
+        has swapped to it). Take it *before* checking the store, so nothing is missed."""
+        event = self._announced.get(m)
+        if event is None:
+            event = self._announced[m] = asyncio.Event()
+        return event
+
+    def _announce(self, m: str) -> None:
+        event = self._announced.pop(m, None)
+        if event is not None:
+            event.set()
 
     def evict(self, m: str) -> None:
         self.entries.pop(m, None)
@@ -121,6 +135,7 @@ class ModelCache:
                 async for m in self.backend.events(self.stopping):
                     with contextlib.suppress(StoreUnavailable):
                         await self.refresh(m)
+                    self._announce(m)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis gone: the periodic check covers us; retry later

@@ -33,6 +33,7 @@ STATUS: dict[type[e.StreamlearnError], int] = {
     e.UnsupportedMediaType: 415,
     e.InvalidSpec: 422,
     e.InvalidExample: 422,
+    e.InvalidRequest: 422,
     e.Backpressure: 429,
     e.StoreUnavailable: 503,
 }
@@ -62,15 +63,26 @@ def status_of(exc: e.StreamlearnError) -> int:
     return 500
 
 
+def located(message: str, field: str | None, index: int | None) -> str:
+    """Every error message has one form: what is wrong, then ``(field 'F', index I)`` with
+    whichever of the two is known.
+
+    >>> located("label 7 is not one of the classes [-1, 1]", "label", 2)
+    "label 7 is not one of the classes [-1, 1] (field 'label', index 2)"
+    >>> located("no route for GET /x", None, None)
+    'no route for GET /x'
+    """
+    where = []
+    if field:
+        where.append(f"field {field!r}")
+    if index is not None:
+        where.append(f"index {index}")
+    return f"{message} ({', '.join(where)})" if where else message
+
+
 def describe(exc: e.StreamlearnError) -> str:
     """The message, with the field and batch index named when the error carries them."""
-    msg = exc.message
-    where = []
-    if exc.field and exc.field not in msg:
-        where.append(f"field {exc.field!r}")
-    if exc.index is not None and f"index {exc.index}" not in msg:
-        where.append(f"index {exc.index}")
-    return f"{msg} ({', '.join(where)})" if where else msg
+    return located(exc.message, exc.field, exc.index)
 
 
 def error_response(
@@ -106,7 +118,7 @@ async def domain_error(_: Request, exc: Exception) -> FastJSON:
 
 
 def _loc(loc: Any) -> str:
-    parts = [str(p) for p in loc if p not in ("body",)] or ["body"]
+    parts = [str(p) for p in loc if p not in ("body", "path", "query", "header")] or ["body"]
     out = parts[0]
     for p in parts[1:]:
         out += f"[{p}]" if p.isdigit() else f".{p}"
@@ -121,10 +133,14 @@ async def validation_error(_: Request, exc: Exception) -> FastJSON:
     first = errs[0] if errs else {"loc": ("body",), "msg": "invalid request"}
     field = _loc(first.get("loc", ("body",)))
     index = next((p for p in first.get("loc", ()) if isinstance(p, int)), None)
-    message = f"{field}: {first.get('msg', 'invalid')}"
+    text = str(first.get("msg", "invalid"))
+    message = text[:1].lower() + text[1:]
     if "input" in first and not isinstance(first["input"], dict | list):
-        message += f" (got {str(first['input'])[:80]!r})"
-    return error_response(422, "invalid_request", message, field=field, index=index)
+        got = repr(first["input"])
+        message += f", got {got if len(got) <= 80 else got[:77] + '...'}"
+    return error_response(
+        422, "invalid_request", located(message, field, index), field=field, index=index
+    )
 
 
 async def http_error(request: Request, exc: Exception) -> FastJSON:

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 MODEL_GAUGES = ("examples_seen", "mistakes", "updates", "lag", "version")
+QUALITY_GAUGES = ("auc", "rolling_auc", "log_loss", "rolling_log_loss")
 
 
 class Metrics:
@@ -38,6 +39,13 @@ class Metrics:
             )
             for name in MODEL_GAUGES
         }
+        for name in QUALITY_GAUGES:
+            self.gauges[name] = Gauge(
+                f"streamlearn_model_{name}",
+                f"{name} of the model's served scores (binary models; absent when undefined)",
+                ["model"],
+                registry=self.registry,
+            )
         self._children: dict[tuple[str, str, int], Any] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
@@ -55,8 +63,9 @@ class Metrics:
         for gauge in self.gauges.values():
             gauge.clear()
         for model, row in rows:
+            quality = row.get("quality") or {}
             for name, gauge in self.gauges.items():
-                value = row.get(name)
+                value = row.get(name, quality.get(name))
                 if value is not None:
                     gauge.labels(model=model).set(float(value))
 

@@ -32,6 +32,7 @@ class Example(BaseModel):
     text: str | None = None
     label: Label | None = None
     id: str | None = None
+    meta: Any = Field(default=None, description="any JSON, ignored by learning")
 
 
 class ExampleBatch(BaseModel):
@@ -40,7 +41,16 @@ class ExampleBatch(BaseModel):
 
 class Accepted(BaseModel):
     accepted: int = Field(description="examples accepted (repeated ids count, learned once)")
-    ids: list[str | None] = Field(description="each example's id as given (null where none)")
+    duplicates: int = Field(
+        description="of them, examples whose id was already accepted (not learned again)"
+    )
+    ids: list[str | None] | None = Field(
+        default=None,
+        description="each example's id as given (null where none); only when the request gave ids",
+    )
+    version: int | None = Field(
+        default=None, description="with ?wait: the first version that covers these examples"
+    )
 
 
 class Prediction(BaseModel):
@@ -95,6 +105,26 @@ class ModelMetrics(BaseModel):
     updates: int
     mistake_rate: float
     rolling_mistake_rate: float | None
+    auc: float | None = Field(
+        None, description="progressive ROC AUC of the served scores over every example"
+    )
+    auc_error_bound: float | None = Field(
+        None, description="a proven bound on |auc − exact AUC| (auc is kept in a histogram)"
+    )
+    rolling_auc: float | None = Field(
+        None, description="exact ROC AUC over the last 1,000 examples"
+    )
+    log_loss: float | None = Field(
+        None, description="mean log loss of the served score (nats, p clipped to [1e-15, 1-1e-15])"
+    )
+    rolling_log_loss: float | None = Field(
+        None, description="log loss over the last 1,000 examples"
+    )
+    members: list[dict[str, Any]] | None = Field(
+        None,
+        description="ensemble models: each member's algorithm, params, weight, examples_seen, "
+        "mistakes and log_loss",
+    )
     version: int
     lag: int
     last_update: float | None
@@ -108,6 +138,10 @@ class HistoryPoint(BaseModel):
     time: float
     version: int | None = None
     drift: bool = False
+    auc: float | None = None
+    rolling_auc: float | None = None
+    log_loss: float | None = None
+    rolling_log_loss: float | None = None
 
 
 class History(BaseModel):
@@ -140,6 +174,18 @@ class Weights(BaseModel):
 
 class VersionDetail(VersionMeta):
     weights: Weights | None = None
+
+
+class DeadLetter(BaseModel):
+    id: str = Field(description="id of the dead letter in sl:{m}:dead")
+    entry: str | None = Field(description="the examples-stream entry that was set aside")
+    reason: str | None = Field(description="why it could not be learned")
+    bytes: int = Field(description="size of the entry's payload")
+    time: float = Field(description="when it was set aside (Unix seconds)")
+
+
+class DeadLetters(BaseModel):
+    dead_letters: list[DeadLetter]
 
 
 class Health(BaseModel):

@@ -9,7 +9,10 @@ classes, text options) and raises :class:`~service.errors.InvalidSpec` naming th
 Presets are named, measured defaults (``docs/presets.md``). A preset supplies every field the
 client did not give; ``params`` are merged key by key when the client keeps the preset's
 algorithm. With no ``algorithm`` and no ``preset`` at all, a binary spec gets ``"spam"`` and a
-multi-class one ``"text"``, so ``{"classes": ["ham", "spam"]}`` alone is a working spam filter.
+multi-class one ``"text"``, so ``{"classes": ["ham", "spam"]}`` alone is a working spam filter;
+the spam preset's classes, when none are given, are ``["ham", "spam"]``. Every hashing model
+has a text featurizer: the default one (binary word unigrams, L2-normalised) unless ``text``
+gives options, or ``"text": false`` leaves it out.
 
 >>> s = ModelSpec.from_dict({"algorithm": "pa1", "params": {"C": 0.5}, "bits": 10})
 >>> s.dim, s.classes, s.positive, s.params
@@ -38,7 +41,7 @@ from service.errors import InvalidSpec
 from service.learning.features import TRANSFORMS, Featurizer
 from service.learning.linear import Learner
 from service.learning.registry import make_learner
-from service.learning.text import check_ngram_range
+from service.learning.text import check_char_limit, check_ngram_range, check_token_kinds
 
 DEFAULT_BITS = 18
 MAX_BITS = 28
@@ -49,7 +52,8 @@ SPEC_KEYS = frozenset(
      "quadratic", "normalize", "transform", "preset"}
 )  # fmt: skip
 TEXT_DEFAULTS: dict[str, Any] = {
-    "word_ngrams": (1, 1), "char_ngrams": None, "binary": True, "normalize": True
+    "word_ngrams": (1, 1), "char_ngrams": None, "binary": True, "normalize": True,
+    "char_limit": None, "email": False, "tokens": (),
 }  # fmt: skip
 TEXT_KEYS = frozenset(TEXT_DEFAULTS)
 
@@ -82,24 +86,38 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+PRESET_CLASSES: dict[str, list[Any]] = {"spam": ["ham", "spam"]}
+"""A preset's classes when the spec gives none (``positive`` is then the second)."""
+
+
 @dataclass(frozen=True, slots=True)
 class TextSpec:
     """Text featurizer options (see :mod:`service.learning.text` for the conventions).
 
     ``word_ngrams``/``char_ngrams``: ``(lo, hi)`` ranges of n, or None to leave them out;
     ``binary``: 1 per distinct token instead of counts; ``normalize``: scale the text part of
-    an example to unit L2 norm (named features keep their values).
+    an example to unit L2 norm (named features keep their values); ``char_limit``: character
+    n-grams only within the first N characters of the normalised text (None: all);
+    ``email``: RFC 822 messages give header features (``h:<field>:``) apart from the body;
+    ``tokens``: special tokens among ``url``, ``number``, ``currency``, ``caps``.
     """
 
     word_ngrams: tuple[int, int] | None = (1, 1)
     char_ngrams: tuple[int, int] | None = None
     binary: bool = True
     normalize: bool = True
+    char_limit: int | None = None
+    email: bool = False
+    tokens: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Any) -> TextSpec:
         if not isinstance(d, Mapping):
-            raise InvalidSpec(f"text must be an object, got {d!r}", field="text")
+            raise InvalidSpec(
+                f"text must be an object of options, null (the default) or false (no text), "
+                f"got {d!r}",
+                field="text",
+            )
         unknown = sorted(set(d) - TEXT_KEYS)
         if unknown:
             raise InvalidSpec(
@@ -119,14 +137,24 @@ class TextSpec:
         if ranges["word_ngrams"] is None and ranges["char_ngrams"] is None:
             raise InvalidSpec("text needs word_ngrams or char_ngrams (both are null)", field="text")
         flags = {}
-        for key in ("binary", "normalize"):
+        for key in ("binary", "normalize", "email"):
             value = d.get(key, TEXT_DEFAULTS[key])
             if type(value) is not bool:
                 raise InvalidSpec(f"text.{key} must be true or false, got {value!r}",
                                   field=f"text.{key}")  # fmt: skip
             flags[key] = value
+        try:
+            char_limit = check_char_limit(d.get("char_limit"))
+        except ValueError as e:
+            raise InvalidSpec(f"text.{e}", field="text.char_limit") from None
+        if char_limit is not None and ranges["char_ngrams"] is None:
+            raise InvalidSpec("text.char_limit needs char_ngrams", field="text.char_limit")
+        try:
+            tokens = check_token_kinds(d.get("tokens", ()))
+        except ValueError as e:
+            raise InvalidSpec(f"text.{e}", field="text.tokens") from None
         return cls(ranges["word_ngrams"], ranges["char_ngrams"], flags["binary"],
-                   flags["normalize"])  # fmt: skip
+                   flags["normalize"], char_limit, flags["email"], tokens)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +162,9 @@ class TextSpec:
             "char_ngrams": list(self.char_ngrams) if self.char_ngrams else None,
             "binary": self.binary,
             "normalize": self.normalize,
+            "char_limit": self.char_limit,
+            "email": self.email,
+            "tokens": list(self.tokens),
         }
 
 
@@ -167,8 +198,9 @@ class ModelSpec:
         """A fresh learner for this spec (weights of shape (dim,) or (K, dim))."""
         return make_learner(self.algorithm, self.dim, self.n_classes, self.params)
 
-    def featurizer(self, **limits: int) -> Featurizer:
-        """The featurizer of this spec; ``limits`` are ``max_features``, ``max_text_chars``…"""
+    def featurizer(self, **limits: Any) -> Featurizer:
+        """The featurizer of this spec; ``limits`` are ``max_features``, ``max_text_chars``…
+        (the keyword arguments of :class:`Featurizer`)."""
         return Featurizer(self, **limits)
 
     # -- (de)serialisation -----------------------------------------------------------------------
@@ -182,7 +214,9 @@ class ModelSpec:
             "hashing": self.hashing,
             "classes": list(self.classes),
             "positive": self.positive,
-            "text": self.text.to_dict() if self.text is not None else None,
+            "text": self.text.to_dict()
+            if self.text is not None
+            else (False if self.hashing else None),
             "quadratic": [list(p) for p in self.quadratic],
             "normalize": self.normalize,
             "transform": self.transform,
@@ -200,7 +234,13 @@ class ModelSpec:
                 f"unknown key(s) {unknown} in the spec; expected some of {sorted(SPEC_KEYS)}",
                 field=unknown[0],
             )
-        classes = _classes(d.get("classes", [-1, 1]))
+        if "classes" in d:
+            classes = _classes(d["classes"])
+        else:
+            preset = _preset_name(d, 2)
+            classes = _classes(
+                PRESET_CLASSES.get(preset if isinstance(preset, str) else "", [-1, 1])
+            )
         d = _apply_preset(d, len(classes))
         algorithm = d.get("algorithm")
         if not isinstance(algorithm, str) or not algorithm:
@@ -208,7 +248,7 @@ class ModelSpec:
         positive = _positive(d.get("positive"), classes)
         hashing = _flag(d, "hashing", True)
         bits, dim = _size(d, hashing)
-        text = TextSpec.from_dict(d["text"]) if d.get("text") is not None else None
+        text = _text(d.get("text"), hashing)
         quadratic = _quadratic(d.get("quadratic", []))
         if not hashing and (text is not None or quadratic):
             raise InvalidSpec(
@@ -237,10 +277,26 @@ class ModelSpec:
 # ----------------------------------------------------------------------------------------------
 
 
-def _apply_preset(d: Mapping[str, Any], n_classes: int) -> dict[str, Any]:
+def _preset_name(d: Mapping[str, Any], n_classes: int) -> Any:
+    """The preset a spec asks for: named, or implied (no algorithm and no preset at all)."""
     name = d.get("preset")
     if name is None and d.get("algorithm") is None:
         name = "spam" if n_classes == 2 else "text"
+    return name
+
+
+def _text(value: Any, hashing: bool) -> TextSpec | None:
+    """The text featurizer: the default one for every hashing model (absent or null), none
+    with ``false`` (or without hashing), else the options given."""
+    if value is False or (value is None and not hashing):
+        return None
+    if value is None or value is True:
+        return TextSpec()
+    return TextSpec.from_dict(value)
+
+
+def _apply_preset(d: Mapping[str, Any], n_classes: int) -> dict[str, Any]:
+    name = _preset_name(d, n_classes)
     out = {k: v for k, v in d.items() if k != "preset"}
     if name is None:
         return out
@@ -368,9 +424,11 @@ def _params(algorithm: str, n_classes: int, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidSpec(f"params must be an object, got {value!r}", field="params")
     for k, v in value.items():
-        if type(v) not in (bool, int, float, str):
+        if not _json_like(v):
             raise InvalidSpec(
-                f"params.{k} must be a number, a bool or a string, got {v!r}", field=f"params.{k}"
+                f"params.{k} must be a number, a bool, a string (or, for options such as thick "
+                f"and members, JSON objects and lists of them), got {v!r}",
+                field=f"params.{k}",
             )
     try:
         learner = make_learner(algorithm, 1, n_classes, dict(value))
@@ -381,6 +439,20 @@ def _params(algorithm: str, n_classes: int, value: Any) -> dict[str, Any]:
     return {k: _plain(v) for k, v in learner.params.items()}
 
 
+def _json_like(v: Any, depth: int = 0) -> bool:
+    """A scalar, or (a few levels deep) a list / string-keyed object of such values; what each
+    value means is the learner's to validate."""
+    if v is None or type(v) in (bool, int, float, str):
+        return True
+    if depth >= 4:
+        return False
+    if isinstance(v, list | tuple):
+        return all(_json_like(x, depth + 1) for x in v)
+    if isinstance(v, Mapping):
+        return all(isinstance(k, str) and _json_like(x, depth + 1) for k, x in v.items())
+    return False
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, np.bool_):
         return bool(v)
@@ -388,6 +460,10 @@ def _plain(v: Any) -> Any:
         return int(v)
     if isinstance(v, np.floating):
         return float(v)
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
     return v
 
 

@@ -536,6 +536,19 @@ def decode_chain(
         raise DecodeError(f"cannot decode state chain: {e}") from e
 
 
+def encode_quality(state: Mapping[str, StateValue]) -> bytes:
+    """A quality tracker's state as the state hash and each version store it: a full
+    format-2 blob (no feature axis: every array whole, zlib-compressed at level 6, since the
+    histogram can reach ~150 KB and every retained version keeps one)."""
+    return encode_sparse(state, {}, level=6)
+
+
+def decode_quality(payload: bytes | bytearray | memoryview) -> dict[str, StateValue]:
+    """Decode :func:`encode_quality`'s output, or a format-1 blob (``encode_state``: how
+    quality states were stored before they were compressed); :class:`DecodeError` otherwise."""
+    return decode_chain([payload])
+
+
 def needs_state(serving: Mapping[str, StateValue]) -> bool:
     """Whether decoded serving weights refer to their version's learner state."""
     return REF_KEY in serving

@@ -20,11 +20,18 @@ import orjson
 from service.errors import CommitConflict, LeaseLost, ModelNotFound, SpecConflict
 from service.settings import Settings
 from service.store.base import guarded, next_id, text
-from service.store.codec import StateValue, decode_chain, decode_state, encode_sparse
+from service.store.codec import (
+    StateValue,
+    decode_chain,
+    decode_quality,
+    decode_state,
+    encode_quality,
+    encode_sparse,
+)
 from service.store.connection import connect
 from service.store.keys import Keys, validate_model_name
 from service.store.streams import StreamOps
-from service.store.versions import HISTORY_MAXLEN, VersionOps
+from service.store.versions import HISTORY_MAXLEN, QUALITY_FIGURES, VersionOps, decode_figures
 
 DEAD_MAXLEN = 1_000  # approximate (MAXLEN ~): the newest dead letters
 
@@ -70,6 +77,7 @@ class CommittedState:
     updated_at: int | None  # ms, server clock
     chain: tuple[int, ...] = ()  # bytes of each blob of the state's chain (full one first);
     # empty when the state is absent or in format 1 (then the next commit must be full)
+    quality: dict[str, StateValue] | None = None  # the quality tracker's state, if committed
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +87,17 @@ class DeadLetter:
     entry_id: str
     reason: str
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Quality:
+    """The progressive quality committed with the learner: the tracker's exact ``state``
+    (stored as ``quality_state``) and its ``figures`` (``auc``, ``rolling_auc``,
+    ``log_loss``, ``rolling_log_loss``…, plus ``members`` for an ensemble; stored as the
+    JSON ``quality``). History points keep the four figures alone."""
+
+    state: Mapping[str, StateValue]
+    figures: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +118,7 @@ class Metrics:
     last_update: int | None  # ms
     appended: int
     applied: int
+    quality: dict[str, Any] | None = None  # the figures of the last commit (binary models)
 
     def as_dict(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -230,9 +250,10 @@ class Store(StreamOps, VersionOps):
     @guarded
     async def load_state(self, m: str) -> CommittedState:
         """The committed state of ``m`` (what a worker loads when it takes the lease): the
-        state hash and the blobs of its chain, read in one script (a consistent snapshot)."""
+        state hash, the blobs of its chain and the quality tracker's state, read in one
+        script (a consistent snapshot)."""
         reply = await self._load_state(keys=[self.keys.state(m), self.keys.blobs(m)])
-        cursor, seen, mistakes, updates, applied, updated, blob, chain, *blobs = reply
+        cursor, seen, mistakes, updates, applied, updated, blob, quality, chain, *blobs = reply
         state: dict[str, StateValue] | None = None
         if chain:
             state = decode_chain(blobs)
@@ -247,6 +268,7 @@ class Store(StreamOps, VersionOps):
             applied=int(applied or 0),
             updated_at=int(updated) if updated else None,
             chain=tuple(len(b) for b in blobs) if chain else (),
+            quality=decode_quality(quality) if quality else None,
         )
 
     @guarded
@@ -267,6 +289,7 @@ class Store(StreamOps, VersionOps):
         dead: Sequence[DeadLetter] = (),
         history: bool = False,
         serving: StateBlob | Mapping[str, StateValue] | None = None,
+        quality: Quality | None = None,
     ) -> CommitResult:
         """Atomically write state + counters + cursor, acknowledge (trim) the applied entries,
         record dead letters, a history point if asked, and publish a version if ``serving``
@@ -277,7 +300,10 @@ class Store(StreamOps, VersionOps):
         dict (stored as a full blob) or None (the learner state did not change: the chain is
         kept). ``serving`` likewise; a delta serving blob applies to the serving weights of
         the last version published from this state. A delta with nothing to apply it to
-        raises :class:`CommitConflict` (``field="chain"``); nothing was written."""
+        raises :class:`CommitConflict` (``field="chain"``); nothing was written.
+
+        ``quality`` (binary models) goes into the state hash, the history point and the
+        version alike (its tracker state zlib-compressed: :func:`encode_quality`)."""
         m, k = lease.model, self.keys
         dead_args: list[Any] = []
         for d in dead:
@@ -325,6 +351,11 @@ class Store(StreamOps, VersionOps):
                 else "ref"
                 if served.ref
                 else "delta",
+                orjson.dumps(dict(quality.figures)) if quality is not None else b"",
+                encode_quality(quality.state) if quality is not None else b"",
+                orjson.dumps({f: quality.figures.get(f) for f in QUALITY_FIGURES})
+                if quality is not None
+                else b"",
                 len(dead),
                 *dead_args,
             ],
@@ -353,13 +384,15 @@ class Store(StreamOps, VersionOps):
         k = self.keys
         pipe = self.client.pipeline(transaction=False)
         pipe.exists(k.spec(m))
-        pipe.hmget(k.state(m), ["examples_seen", "mistakes", "updates", "applied", "updated_at"])
+        pipe.hmget(
+            k.state(m), ["examples_seen", "mistakes", "updates", "applied", "updated_at", "quality"]
+        )
         pipe.get(k.head(m))
         pipe.get(k.appended(m))
         exists, vals, head, appended = await pipe.execute()
         if not exists:
             raise ModelNotFound(f"model {m!r} does not exist", field="model")
-        seen, mistakes, updates, applied, updated = vals
+        seen, mistakes, updates, applied, updated, quality = vals
         app, done = int(appended or 0), int(applied or 0)
         return Metrics(
             examples_seen=int(seen or 0),
@@ -370,6 +403,7 @@ class Store(StreamOps, VersionOps):
             last_update=int(updated) if updated else None,
             appended=app,
             applied=done,
+            quality=decode_figures(quality),
         )
 
     # --- heartbeats ------------------------------------------------------------------------

@@ -223,7 +223,8 @@ COMMIT = (
 --          or 'same' (no new blob), 21 serving blob kind: 'full', 'delta' (on top of
 --          the serving chain of the last version published from this state) or 'ref' (a
 --          full blob whose weights refer to the version's state: the version gets
---          'sref' = 1), 22 n dead,
+--          'sref' = 1), 22 quality figures (JSON, '' = none), 23 quality tracker state
+--       blob, 24 the history point's quality figures (JSON, a subset of 22), 25 n dead,
 --       then (entry id, reason, payload) per dead entry
 -- The writer is fenced by the epoch: the lease must hold its token, or have expired with
 -- nobody taking it since (epoch unchanged) — then the commit re-takes it.
@@ -251,16 +252,21 @@ redis.call('HSET', KEYS[2], 'chain', chain, 'cursor', ARGV[3], 'examples_seen', 
   'mistakes', ARGV[6], 'updates', ARGV[7], 'updated_at', now)
 redis.call('HDEL', KEYS[2], 'blob')
 redis.call('HINCRBY', KEYS[2], 'applied', ARGV[8])
-local nd = tonumber(ARGV[22])
+local quality = ARGV[22] ~= ''
+if quality then
+  redis.call('HSET', KEYS[2], 'quality', ARGV[22], 'quality_state', ARGV[23])
+end
+local nd = tonumber(ARGV[25])
 for i = 0, nd - 1 do
-  local b = 23 + 3 * i
+  local b = 26 + 3 * i
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[17], '*', 'entry', ARGV[b],
     'reason', ARGV[b + 1], 'payload', ARGV[b + 2])
 end
 if ARGV[9] ~= '' then redis.call('XTRIM', KEYS[3], 'MINID', ARGV[9]) end
 if ARGV[10] == '1' then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', 'examples_seen', ARGV[5],
-    'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now)
+  local point = {'examples_seen', ARGV[5], 'mistakes', ARGV[6], 'updates', ARGV[7], 'time', now}
+  if quality then point[#point + 1] = 'quality'; point[#point + 1] = ARGV[24] end
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[16], '*', unpack(point))
 end
 local ver = 0
 if publishing then
@@ -268,7 +274,12 @@ if publishing then
   schain = add_blob(KEYS[2], KEYS[12], schain, skind == 'delta' and 'delta' or 'full', ARGV[12])
   redis.call('HSET', KEYS[2], 'schain', schain)
   local fields = {'chain', chain, 'schain', schain}
-  if skind == 'ref' then fields = {'chain', chain, 'schain', schain, 'sref', '1'} end
+  if skind == 'ref' then fields[#fields + 1] = 'sref'; fields[#fields + 1] = '1' end
+  if quality then
+    for _, x in ipairs({'quality', ARGV[22], 'quality_state', ARGV[23]}) do
+      fields[#fields + 1] = x
+    end
+  end
   ver = publish(KEYS[6], KEYS[8], KEYS[7], KEYS[10], KEYS[9], ARGV[15], tonumber(ARGV[13]),
     ARGV[14], now, ARGV[3], ARGV[5], ARGV[6], ARGV[7], 'worker', fields)
   collect = true
@@ -282,12 +293,13 @@ return {'ok', tostring(ver), tostring(now)}
 LOAD_STATE = """
 -- KEYS: state, blobs
 -- Reply: cursor, examples_seen, mistakes, updates, applied, updated_at, format-1 blob,
---        chain, then the chain's blobs in order (false where one is missing)
+--        quality tracker state, chain, then the chain's blobs in order (false where one is
+--        missing)
 local f = redis.call('HMGET', KEYS[1], 'cursor', 'examples_seen', 'mistakes', 'updates',
-  'applied', 'updated_at', 'blob', 'chain')
-local out = {f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]}
-if f[8] then
-  for x in string.gmatch(f[8], '[^,]+') do out[#out + 1] = redis.call('HGET', KEYS[2], x) end
+  'applied', 'updated_at', 'blob', 'quality_state', 'chain')
+local out = {f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9]}
+if f[9] then
+  for x in string.gmatch(f[9], '[^,]+') do out[#out + 1] = redis.call('HGET', KEYS[2], x) end
 end
 return out
 """
@@ -332,11 +344,12 @@ ROLLBACK = (
 -- later updates are discarded, not replayed); the lease holder is fenced (lease deleted,
 -- epoch bumped) so its in-flight commit is refused and it reloads. Blobs are immutable, so
 -- the state and the new version simply name the target's chains (a format-1 target's
--- blobs are copied, as before).
+-- blobs are copied, as before). The quality tracker goes back with the learner (none in the
+-- version: none in the state).
 local src = ARGV[2] .. ARGV[1]
 if redis.call('EXISTS', src) == 0 then return {'noversion'} end
 local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates',
-  'chain', 'schain', 'sref')
+  'chain', 'schain', 'sref', 'quality', 'quality_state')
 redis.call('DEL', KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('DEL', KEYS[8])
@@ -355,8 +368,17 @@ end
 if f[6] then redis.call('HSET', KEYS[2], 'chain', f[6], 'schain', f[7]) end
 redis.call('HSET', KEYS[2], 'cursor', cur, 'examples_seen', f[3],
   'mistakes', f[4], 'updates', f[5], 'updated_at', now)
-redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', 'examples_seen', f[3],
-  'mistakes', f[4], 'updates', f[5], 'time', now, 'event', 'rollback:' .. ARGV[1])
+local point = {'examples_seen', f[3], 'mistakes', f[4], 'updates', f[5], 'time', now,
+  'event', 'rollback:' .. ARGV[1]}
+if f[9] then
+  redis.call('HSET', KEYS[2], 'quality', f[9], 'quality_state', f[10])
+  for _, x in ipairs({'quality', f[9], 'quality_state', f[10]}) do fields[#fields + 1] = x end
+  point[#point + 1] = 'quality'
+  point[#point + 1] = f[9]
+else
+  redis.call('HDEL', KEYS[2], 'quality', 'quality_state')
+end
+redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', unpack(point))
 local ver = publish(KEYS[4], KEYS[6], KEYS[5], KEYS[8], KEYS[7], ARGV[2], tonumber(ARGV[3]),
   ARGV[4], now, cur, f[3], f[4], f[5], 'rollback:' .. ARGV[1], fields)
 gc(KEYS[2], KEYS[10], KEYS[4], ARGV[2])

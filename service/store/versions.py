@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from service.errors import ModelNotFound, VersionNotFound
 from service.store.base import StoreBase, guarded, text
 from service.store.codec import (
@@ -25,6 +27,17 @@ from service.store.codec import (
 )
 
 _META = ("number", "time", "cursor", "examples_seen", "mistakes", "updates", "source")
+
+#: The quality figures a history point carries (from the commit's ``quality`` JSON).
+QUALITY_FIGURES = ("auc", "rolling_auc", "log_loss", "rolling_log_loss")
+
+
+def decode_figures(raw: Any) -> dict[str, Any] | None:
+    """The ``quality`` JSON field of a state hash, version or history point (None if absent)."""
+    if not raw:
+        return None
+    figures: dict[str, Any] = orjson.loads(raw)
+    return figures
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +214,9 @@ class VersionOps(StoreBase):
             }
             if f.get("event"):
                 point["event"] = f["event"]
+            figures = decode_figures(f.get("quality"))
+            if figures is not None:
+                point.update({k: figures.get(k) for k in QUALITY_FIGURES})
             out.append(point)
         return out
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -18,7 +20,7 @@ async def test_wrong_method_is_json_405(mem_api: httpx.AsyncClient) -> None:
 
 async def test_request_validation_is_json_422_naming_the_field(mem_api: httpx.AsyncClient) -> None:
     err = assert_error(await mem_api.get("/models/m/versions/abc"), 422, "invalid_request", "n")
-    assert err["field"] == "path.n"
+    assert err["field"] == "n"  # the parameter, named as domain errors name theirs
 
 
 async def test_malformed_small_json_body_is_400(mem_api: httpx.AsyncClient) -> None:
@@ -80,4 +82,47 @@ async def test_fast_path_leaves_other_shapes_to_the_router(mem_api: httpx.AsyncC
     assert_error(await mem_api.post("/models//examples", json={}), 404, "not_found")
     assert_error(await mem_api.post("/models/m/examples/x", json={}), 404, "not_found")
     r = await mem_api.post("/models/m/examples", json={"text": "x"})
-    assert_error(r, 422, "invalid_example", "text")  # pa1 without text features: a domain error
+    assert_error(r, 422, "invalid_example", "label")  # no label: a domain error
+
+
+async def test_every_error_kind_reads_the_same_way(mem_api: httpx.AsyncClient) -> None:
+    """docs/api.md: what is wrong, then ``(field 'F', index I)`` with whichever is known —
+    domain errors, framework validation and routing alike."""
+    import re
+
+    assert (
+        await mem_api.put("/models/m", json={"algorithm": "pa1", "hashing": False, "dim": 4})
+    ).status_code == 201
+    ex = {"features": [1, 0, 0, 0], "label": 1}
+    probes: list[tuple[str, str, dict[str, Any]]] = [
+        ("POST", "/models/m/examples", {"content": b"{", "headers": {"content-type": "application/json"}}),
+        ("POST", "/models/m/examples", {"json": {"examples": [ex, {**ex, "label": 7}]}}),
+        ("POST", "/models/m/examples", {"json": {**ex, "x": 1}}),
+        ("POST", "/models/m/examples", {"json": {"label": 1}}),
+        ("POST", "/models/m/examples", {"content": b"x", "headers": {"content-type": "text/csv"}}),
+        ("POST", "/models/m/examples?wait=99", {"json": ex}),
+        ("POST", "/models/nope/examples", {"json": ex}),
+        ("PUT", "/models/m", {"json": {"algorithm": "pa1", "params": {"C": -1}}}),
+        ("PUT", "/models/m", {"json": {"algorithm": "pa2"}}),
+        ("POST", "/models/m/rollback", {"json": {"version": 0}}),
+        ("POST", "/models/m/rollback", {"json": {"version": 3}}),
+        ("GET", "/models/m/versions/abc", {}),
+        ("GET", "/models/m/history?limit=-1", {}),
+        ("POST", "/models/m/feedback", {"json": {"label": 1}}),
+        ("POST", "/models/m/predict", {"json": {"features": [1, "a", 0, 0]}}),
+        ("GET", "/nowhere", {}),
+        ("DELETE", "/models/m/examples", {}),
+    ]  # fmt: skip
+    for method, path, kw in probes:
+        r = await mem_api.request(method, path, **kw)
+        assert r.status_code >= 400, (path, r.text)
+        err = r.json()["error"]
+        where = [f"field {err['field']!r}"] if "field" in err else []
+        where += [f"index {err['index']}"] if "index" in err else []
+        message = err["message"]
+        if where:
+            assert message.endswith(f" ({', '.join(where)})"), (path, err)
+        else:
+            assert not message.endswith(")"), (path, err)
+        assert not message.startswith(("Input ", "Field ")), (path, err)  # pydantic's voice
+        assert not re.match(r"^[\w.\[\]]+: ", message), (path, err)  # no "field: " prefix

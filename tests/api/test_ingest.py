@@ -21,7 +21,7 @@ async def test_every_format_is_accepted_and_learned(
     model: httpx.AsyncClient, settings: Settings
 ) -> None:
     one = await model.post("/models/m/examples", json=dense(1))
-    assert one.status_code == 202 and one.json() == {"accepted": 1, "ids": [None]}
+    assert one.status_code == 202 and one.json() == {"accepted": 1, "duplicates": 0}
     batch = await model.post("/models/m/examples", json={"examples": [dense(i) for i in range(4)]})
     assert batch.json()["accepted"] == 4
     nd = b"\n".join(orjson.dumps(dense(i)) for i in range(3))
@@ -119,11 +119,18 @@ async def test_repeated_ids_get_the_same_answer_and_are_learned_once(
     first = await model.post("/models/m/examples", json={"examples": examples})
     again = await model.post("/models/m/examples", json={"examples": examples})
     assert first.status_code == again.status_code == 202
-    assert first.json() == again.json() == {"accepted": 6, "ids": [f"e{i}" for i in range(6)]}
+    ids = [f"e{i}" for i in range(6)]
+    assert first.json() == {"accepted": 6, "duplicates": 0, "ids": ids}
+    assert again.json() == {"accepted": 6, "duplicates": 6, "ids": ids}
     within = await model.post("/models/m/examples", json={"examples": [examples[0], examples[0]]})
-    assert within.json() == {"accepted": 2, "ids": ["e0", "e0"]}
+    assert within.json() == {"accepted": 2, "duplicates": 2, "ids": ["e0", "e0"]}
+    fresh = await model.post("/models/m/examples", json={**dense(0), "id": "new"})
+    assert fresh.json() == {"accepted": 1, "duplicates": 0, "ids": ["new"]}
+    mixed = [{**dense(i), "id": f"x{i}"} for i in range(70)]  # past the micro-batching size
+    big = await model.post("/models/m/examples", json={"examples": [*examples, *mixed, *mixed]})
+    assert big.json()["duplicates"] == 6 + 70
     await learn_all(settings)
-    assert (await store_metrics(settings, "m"))["examples_seen"] == 6
+    assert (await store_metrics(settings, "m"))["examples_seen"] == 6 + 1 + 70
 
 
 async def test_lag_over_the_limit_is_429_with_retry_after(settings: Settings) -> None:
@@ -165,3 +172,64 @@ async def test_body_over_the_limit_is_413_while_reading(settings: Settings) -> N
         streamed = await c.post("/models/m/examples", content=chunks())
         assert_error(streamed, 413, "payload_too_large", "max_body_bytes")
     assert (await store_metrics(settings, "m"))["appended"] == 0
+
+
+async def test_meta_is_accepted_and_ignored_any_other_unknown_key_is_422(
+    model: httpx.AsyncClient, settings: Settings
+) -> None:
+    tagged = [{**dense(i), "meta": [{"from": "crm"}, 7, None][i % 3]} for i in range(6)]
+    r = await model.post("/models/m/examples", json={"examples": tagged})
+    assert r.status_code == 202, r.text
+    err = assert_error(
+        await model.post("/models/m/examples", json={**dense(0), "source": "crm"}),
+        422,
+        "invalid_example",
+        "source",
+    )
+    assert err["field"] == "source"
+    await learn_all(settings)
+    plain = await model.post("/models/m/predict", json={"features": [1.0, 0.0, 0.0, 1.0]})
+    with_meta = await model.post(
+        "/models/m/predict", json={"features": [1.0, 0.0, 0.0, 1.0], "meta": {"x": 1}}
+    )
+    assert with_meta.status_code == 200, with_meta.text
+    assert with_meta.json()["margin"] == plain.json()["margin"]
+    assert (await store_metrics(settings, "m"))["examples_seen"] == 6
+
+
+async def test_an_example_with_neither_features_nor_text_is_empty_example(
+    api: httpx.AsyncClient, settings: Settings
+) -> None:
+    assert (await api.put("/models/h", json={"algorithm": "pa1", "bits": 8})).status_code == 201
+    for bad in ({"label": 1}, {"features": None, "label": 1}, {"text": None, "label": -1}):
+        r = await api.post(
+            "/models/h/examples", json={"examples": [{"text": "ok", "label": 1}, bad]}
+        )
+        err = assert_error(r, 422, "empty_example", "neither")
+        assert err["index"] == 1
+    assert (await store_metrics(settings, "h"))["appended"] == 0
+    bias_only = await api.post("/models/h/examples", json={"features": {}, "label": 1})
+    assert bias_only.status_code == 202, bias_only.text
+    await learn_all(settings)
+    assert (await store_metrics(settings, "h"))["examples_seen"] == 1
+
+
+async def test_text_works_on_a_model_created_with_an_algorithm_only(
+    api: httpx.AsyncClient, settings: Settings
+) -> None:
+    assert (await api.put("/models/t", json={"algorithm": "pa1"})).status_code == 201
+    spec = (await api.get("/models/t")).json()["spec"]
+    assert spec["text"]["word_ngrams"] == [1, 1] and spec["text"]["normalize"] is True
+    r = await api.post("/models/t/examples", json={"text": "win money now", "label": 1})
+    assert r.status_code == 202, r.text
+    none = {"algorithm": "pa1", "text": False}
+    assert (await api.put("/models/n", json=none)).status_code == 201
+    r = await api.post("/models/n/examples", json={"text": "win money now", "label": 1})
+    assert_error(r, 422, "invalid_example", "no text featurizer", '"text": false')
+
+
+async def test_the_spam_preset_takes_ham_and_spam_labels(api: httpx.AsyncClient) -> None:
+    created = await api.put("/models/s", json={"preset": "spam"})
+    assert created.status_code == 201 and created.json()["spec"]["classes"] == ["ham", "spam"]
+    r = await api.post("/models/s/examples", json={"text": "cheap pills", "label": "spam"})
+    assert r.status_code == 202, r.text

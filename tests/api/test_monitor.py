@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
+from typing import Any
 
 import httpx
+import numpy as np
+import orjson
+import pytest
 
 from service.api.drift import DriftTracker
+from service.evaluate import evaluate_file
 from service.settings import Settings
 from tests.api.conftest import BINARY_SPEC, assert_error, dense, learn_all, running
 
@@ -45,6 +51,8 @@ async def test_metrics_history_and_drift_over_http(settings: Settings) -> None:
         assert (
             empty["examples_seen"] == 0 and empty["mistake_rate"] == 0.0 and empty["version"] == 0
         )
+        quality = ("auc", "rolling_auc", "log_loss", "rolling_log_loss")
+        assert all(empty[k] is None for k in quality)  # null before any example
         # a separable stream, then the labels flip: the mistake rate jumps
         for flip in (False, True):
             for _ in range(20):
@@ -63,7 +71,16 @@ async def test_metrics_history_and_drift_over_http(settings: Settings) -> None:
         )
         assert m["last_update"] is not None
         assert m["drift"]["detections"] >= 1, m
+        # quality of the served scores: ranking worse over the last 1,000 (flipped) examples
+        assert 0.5 < m["auc"] <= 1 and 0 <= m["rolling_auc"] < m["auc"]
+        assert 0 <= m["auc_error_bound"] < 0.01
+        assert 0 < m["log_loss"] < m["rolling_log_loss"]
         h = (await c.get("/models/m/history")).json()["points"]
+        assert h[-1]["log_loss"] == m["log_loss"] and h[-1]["auc"] == m["auc"]
+        assert h[0]["auc"] is not None and h[0]["auc"] > h[-1]["auc"]  # before the flip
+        prom = (await c.get("/metrics")).text
+        assert f'streamlearn_model_auc{{model="m"}} {m["auc"]!r}' in prom
+        assert 'streamlearn_model_rolling_log_loss{model="m"}' in prom
         assert len(h) >= 30
         assert [p["examples_seen"] for p in h] == sorted(p["examples_seen"] for p in h)
         assert any(p["drift"] for p in h)
@@ -103,3 +120,91 @@ async def test_readyz_needs_redis_and_a_worker(settings: Settings) -> None:
             "redis": True,
             "workers": 1,
         }
+
+
+def spam_like_file(path: Path, n: int, seed: int) -> None:
+    """NDJSON text examples: two overlapping vocabularies, noisy labels, ids."""
+    rng = np.random.default_rng(seed)
+    ham = [f"h{i}" for i in range(40)] + [f"c{i}" for i in range(40)]
+    spam = [f"s{i}" for i in range(40)] + [f"c{i}" for i in range(40)]
+    with path.open("wb") as fh:
+        for i in range(n):
+            label = "spam" if rng.random() < 0.35 else "ham"
+            words = rng.choice(spam if label == "spam" else ham, int(rng.integers(3, 12)))
+            if rng.random() < 0.1:
+                label = "ham" if label == "spam" else "spam"
+            ex = {"id": f"x{i}", "text": " ".join(words.tolist()), "label": label}
+            fh.write(orjson.dumps(ex) + b"\n")
+
+
+async def test_live_quality_equals_evaluate_for_the_same_file(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A file posted through the API and learned by burst workers (a restart half-way, so the
+    tracker is reloaded from its commit) gives the figures ``evaluate`` gives for the file."""
+    settings.history_every = 500
+    settings.commit_examples = 300
+    settings.read_count = 2
+    path = tmp_path / "mail.ndjson"
+    spam_like_file(path, 3000, seed=5)
+    spec = {"algorithm": "pa1", "bits": 14, "classes": ["ham", "spam"], "text": {}}
+    lines = path.read_bytes().splitlines(keepends=True)
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=spec)).status_code == 201
+        sizes = [1, 7, 300, 44, 650, 998]
+        start = 0
+        for k, size in enumerate([*sizes, len(lines) - sum(sizes)]):
+            body = b"".join(lines[start : start + size])
+            start += size
+            r = await c.post(
+                "/models/m/examples", content=body, headers={"content-type": "application/x-ndjson"}
+            )
+            assert r.status_code == 202, r.text
+            if k == 3:
+                await learn_all(settings)  # a worker that stops half-way; the next takes over
+        await learn_all(settings)
+        live = (await c.get("/models/m/metrics")).json()
+    report = evaluate_file(path, algorithm="pa1", bits=14, classes=["ham", "spam"], text={})
+    assert live["examples_seen"] == report.examples == 3000
+    assert (live["mistakes"], live["updates"]) == (report.mistakes, report.updates)
+    for key in ("rolling_auc", "log_loss", "rolling_log_loss", "auc_error_bound"):
+        assert live[key] == getattr(report, key), key  # same code, same margins: to the bit
+    assert report.auc is not None and 0.6 < report.auc < 1.0
+    assert abs(live["auc"] - report.auc) <= live["auc_error_bound"]
+
+
+async def test_ensemble_members_are_shown_in_the_metrics(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A learner with ``member_metrics()`` (the ensemble) gets its members committed with the
+    quality figures and shown as ``members``; history points stay small (no members)."""
+    import workers.trainer as trainer
+
+    members = [
+        {"algorithm": "pa1", "params": {"C": 1.0}, "weight": 0.75, "examples_seen": 40,
+         "mistakes": 3, "log_loss": 0.2},
+        {"algorithm": "perceptron", "params": {}, "weight": 0.25, "examples_seen": 40,
+         "mistakes": 9, "log_loss": 0.9},
+    ]  # fmt: skip
+    real = trainer.build_learner
+
+    def with_members(spec: Any) -> Any:
+        learner = real(spec)
+        learner.member_metrics = lambda: members
+        return learner
+
+    monkeypatch.setattr(trainer, "build_learner", with_members)
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        await c.post("/models/m/examples", json={"examples": [dense(i) for i in range(40)]})
+        await learn_all(settings)
+        m = (await c.get("/models/m/metrics")).json()
+        assert m["members"] == members and m["auc"] is not None
+        h = (await c.get("/models/m/history")).json()["points"]
+        assert "members" not in h[-1] and h[-1]["auc"] == m["auc"]
+        assert (await c.put("/models/k", json=BINARY_SPEC)).status_code == 201
+    monkeypatch.setattr(trainer, "build_learner", real)
+    async with running(settings) as (_, c):
+        await c.post("/models/k/examples", json={"examples": [dense(i) for i in range(4)]})
+        await learn_all(settings)
+        assert (await c.get("/models/k/metrics")).json()["members"] is None

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from river import linear_model
 
+from service.datasets import read_text
 from service.learning.features import Batch
 from service.learning.registry import make_learner
 
@@ -24,7 +25,7 @@ Stream = tuple[list[dict[int, float]], list[bool]]
 def spambase_stream(path: Path, order_path: Path) -> tuple[Stream, int]:
     """Spambase in its shuffled order, names mapped to sorted indices, spam = positive."""
     by_id: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
+    for line in read_text(path).splitlines():
         if line.strip():
             rec = json.loads(line)
             by_id[rec["id"]] = rec

@@ -44,7 +44,8 @@ def test_defaults() -> None:
     assert (s.bits, s.dim, s.hashing) == (18, 2**18, True)
     assert (s.classes, s.positive, s.n_classes, s.multiclass) == ((-1, 1), 1, 2, False)
     assert s.params == {"C": 1.0}  # defaults filled in: the canonical form
-    assert s.text is None and s.quadratic == () and s.normalize is False and s.preset is None
+    assert s.text == TextSpec() and s.quadratic == () and s.normalize is False
+    assert s.preset is None
 
 
 def test_dim_with_hashing_gives_the_bits() -> None:
@@ -57,10 +58,10 @@ def test_presets_fill_what_the_client_left_out() -> None:
     assert spam.preset == "spam" and spam.text is not None
     assert spam.algorithm == PRESETS["spam"]["algorithm"]
     assert spam.positive == "spam"
-    assert ModelSpec.from_dict({"preset": "spam"}).classes == (-1, 1)
+    assert ModelSpec.from_dict({"preset": "spam"}).classes == ("ham", "spam")
     assert ModelSpec.from_dict({}).preset == "spam"
     assert ModelSpec.from_dict({"classes": ["a", "b", "c"]}).preset == "text"
-    tuned = ModelSpec.from_dict({"preset": "spam", "bits": 12, "text": None})
+    tuned = ModelSpec.from_dict({"preset": "spam", "bits": 12, "text": False})
     assert tuned.bits == 12 and tuned.text is None
     other = ModelSpec.from_dict({"preset": "spam", "algorithm": "perceptron"})
     assert other.params == {} and other.text == spam.text
@@ -137,3 +138,34 @@ def test_invalid_specs_name_the_field(d: Any, field: str | None) -> None:
 def test_text_spec_defaults() -> None:
     t = TextSpec.from_dict({})
     assert (t.word_ngrams, t.char_ngrams, t.binary, t.normalize) == ((1, 1), None, True, True)
+
+
+def test_every_hashing_model_has_the_default_text_featurizer_unless_told_otherwise() -> None:
+    plain = ModelSpec.from_dict({"algorithm": "pa1"})
+    assert plain.text == TextSpec()  # binary word unigrams, L2-normalised
+    assert ModelSpec.from_dict({"algorithm": "pa1", "text": None}).text == TextSpec()
+    off = ModelSpec.from_dict({"algorithm": "pa1", "text": False})
+    assert off.text is None and off.to_dict()["text"] is False
+    assert ModelSpec.from_dict(off.to_dict()) == off
+    assert ModelSpec.from_dict(plain.to_dict()) == plain
+    dense = ModelSpec.from_dict({"algorithm": "pa1", "hashing": False, "dim": 4})
+    assert dense.text is None and dense.to_dict()["text"] is None
+    x = plain.featurizer().transform([{"text": "win money now", "label": 1}])
+    assert x.n == 1 and x.nnz == 3
+    with pytest.raises(InvalidSpec, match="text must be an object"):
+        ModelSpec.from_dict({"algorithm": "pa1", "text": "words"})
+
+
+def test_the_spam_preset_declares_ham_and_spam() -> None:
+    for d in ({"preset": "spam"}, {}, {"preset": "spam", "algorithm": "pa1"}):
+        s = ModelSpec.from_dict(d)
+        assert (s.classes, s.positive) == (("ham", "spam"), "spam"), d
+    assert ModelSpec.from_dict({"preset": "spam", "classes": [0, 1]}).classes == (0, 1)
+    assert ModelSpec.from_dict({"algorithm": "pa1"}).classes == (-1, 1)
+    assert ModelSpec.from_dict({"preset": "text", "classes": ["a", "b", "c"]}).n_classes == 3
+
+
+@pytest.mark.parametrize("preset", [["spam"], {"a": 1}, 3])
+def test_a_preset_that_is_not_a_name_is_invalid_spec(preset: Any) -> None:
+    with pytest.raises(InvalidSpec, match="unknown preset"):
+        ModelSpec.from_dict({"preset": preset})

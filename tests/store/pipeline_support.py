@@ -232,13 +232,15 @@ class Reference:
 
     ``counters[entry_id]`` are (examples_seen, mistakes, updates) right after that entry, so
     any committed state can be checked against the true prefix it claims to be;
-    ``snapshots[entry_id]`` the full learner state there, for the ids asked for.
+    ``snapshots[entry_id]`` the full learner state there, for the ids asked for;
+    ``quality`` the state of the quality tracker fed the served margins (binary models).
     """
 
     state: dict[str, Any]
     serving: dict[str, Any]
     counters: dict[str, tuple[int, int, int]]
     snapshots: dict[str, dict[str, Any]]
+    quality: dict[str, Any] | None = None
 
 
 def reference_run(
@@ -247,6 +249,7 @@ def reference_run(
     snapshot_at: Iterable[str] = (),
 ) -> Reference:
     """Learn ``entries`` ((entry id, batch), in order) with a fresh learner of ``spec``."""
+    from service.learning.quality import QualityTracker
     from service.learning.registry import make_learner
 
     wanted = set(snapshot_at)
@@ -254,14 +257,23 @@ def reference_run(
     learner = make_learner(spec["algorithm"], spec["dim"], n_classes, dict(spec.get("params", {})))
     counters: dict[str, tuple[int, int, int]] = {"0-0": (0, 0, 0)}
     snapshots: dict[str, dict[str, Any]] = {}
+    tracker = None if learner.multiclass else QualityTracker()
     for entry_id, batch in entries:
-        learner.learn(batch)
+        if tracker is None:
+            learner.learn(batch)
+        else:
+            _, margins = learner.learn_scored(batch)
+            tracker.update(margins, batch.y, learner.link)
         c = learner.counters()
         counters[entry_id] = (int(c["examples_seen"]), int(c["mistakes"]), int(c["updates"]))
         if entry_id in wanted:
             snapshots[entry_id] = dict(learner.get_state())
     return Reference(
-        dict(learner.get_state()), dict(learner.serving().get_state()), counters, snapshots
+        dict(learner.get_state()),
+        dict(learner.serving().get_state()),
+        counters,
+        snapshots,
+        tracker.get_state() if tracker is not None else None,
     )
 
 

@@ -210,6 +210,9 @@ async def test_sigkill_chaos_is_exactly_once(
             ref = refs[m]
             assert committed_state.state is not None
             assert_same_state(committed_state.state, ref.state, f"{m} committed state")
+            # the quality tracker survives the kills like the counters: to the bit
+            assert committed_state.quality is not None and ref.quality is not None
+            assert_same_state(committed_state.quality, ref.quality, f"{m} quality")
             seen, mistakes, updates = ref.counters[ids[-1]]
             assert seen == N
             metrics = await store.metrics(m)

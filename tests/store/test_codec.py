@@ -14,8 +14,10 @@ from service.learning.features import Batch
 from service.store.codec import (
     decode_batch,
     decode_chain,
+    decode_quality,
     decode_state,
     encode_batch,
+    encode_quality,
     encode_sparse,
     encode_state,
     feature_axes,
@@ -370,3 +372,28 @@ def test_serving_refs_decode_only_the_named_column() -> None:
             assert got["b"] == 0.5 and got["link"] == "sigmoid"
     with pytest.raises(DecodeError):
         resolve_serving(decode_chain([ref]), None)
+
+
+def test_quality_state_is_compressed_and_old_quality_blobs_still_decode() -> None:
+    """A quality tracker's state (stored in the state hash and in every version) round-trips
+    exactly through its compressed blob, smaller than the raw format-1 blob; a format-1
+    blob (how quality states were stored before) still decodes."""
+    from service.learning.quality import QualityTracker
+
+    rng = np.random.default_rng(3)
+    tracker = QualityTracker()
+    tracker.update(rng.standard_normal(20_000) * 4, rng.integers(0, 2, 20_000))
+    state = tracker.get_state()
+    blob, old = encode_quality(state), encode_state(state)
+    assert len(blob) < len(old) / 2
+    for payload in (blob, old):
+        got = decode_quality(payload)
+        assert sorted(got) == sorted(state)
+        for k, v in state.items():
+            if isinstance(v, np.ndarray):
+                assert got[k].dtype == v.dtype and got[k].tobytes() == v.tobytes(), k
+            else:
+                assert got[k] == v, k
+        assert QualityTracker.from_state(got).summary() == tracker.summary()
+    with pytest.raises(DecodeError):
+        decode_quality(blob[:-4])

@@ -9,8 +9,9 @@ import pytest
 
 from service.errors import InvalidSpec, ModelNotFound, SpecConflict
 from service.learning.features import Batch
+from service.learning.quality import QualityTracker
 from service.settings import Settings
-from service.store import DeadLetter, Store
+from service.store import DeadLetter, Quality, Store
 
 SPEC = {"algorithm": "perceptron", "dim": 8, "params": {"a": 1, "b": [1, 2]}}
 
@@ -134,6 +135,54 @@ async def test_commit_writes_counters_dead_letters_and_history(store: Store) -> 
     assert (m.examples_seen, m.mistakes, m.updates, m.lag, m.version) == (1, 1, 1, 0, None)
     assert m.last_update == result.time
     assert m.as_dict()["applied"] == 2
+
+
+async def test_commit_carries_quality_into_state_version_and_history(store: Store) -> None:
+    """The tracker's state and figures land in the same step as the learner state: in the
+    state hash, the published version and the history point; dead letters still follow."""
+    await store.create_model("m", SPEC)
+    e1 = (await store.append("m", one())).entry_id
+    e2 = (await store.append("m", one())).entry_id
+    assert e1 and e2
+    lease = await store.acquire("m", "w")
+    assert lease is not None
+    tracker = QualityTracker(window=4)
+    tracker.update(np.array([0.5, -2.0, 1e-9]), np.array([1, 0, 0]))
+    figures = tracker.summary()
+    result = await store.commit(
+        lease,
+        expected_cursor="0-0",
+        cursor=e2,
+        state={"w": np.arange(3.0)},
+        counters={"examples_seen": 3, "mistakes": 1, "updates": 1},
+        applied=2,
+        dead=[DeadLetter(e1, "DecodeError: bad", b"x")],
+        history=True,
+        serving={"W": np.arange(3.0), "b": 0.0, "link": "sigmoid"},
+        quality=Quality(tracker.get_state(), figures),
+    )
+    assert result.version == 1
+    state = await store.load_state("m")
+    assert state.quality is not None
+    again = QualityTracker.from_state(state.quality)
+    assert again.summary() == figures and again.get_state()["counts"].tolist() == [1, 1, 1]
+    assert (await store.metrics("m")).quality == figures
+    point = (await store.history("m"))[-1]
+    assert {k: point[k] for k in ("auc", "rolling_auc", "log_loss", "rolling_log_loss")} == {
+        k: figures[k] for k in ("auc", "rolling_auc", "log_loss", "rolling_log_loss")
+    }
+    version = await store.client.hmget(store.keys.version("m", 1), ["quality", "quality_state"])
+    assert version[0] and version[1]
+    assert [d["entry"] for d in await store.dead_letters("m")] == [e1]
+    # a commit without quality (a multi-class model) leaves no quality anywhere
+    await store.create_model("k", SPEC)
+    lease_k = await store.acquire("k", "w")
+    assert lease_k is not None
+    await store.commit(lease_k, expected_cursor="0-0", cursor="0-0", state={"w": np.zeros(3)},
+                       counters={}, applied=0, history=True)  # fmt: skip
+    assert (await store.load_state("k")).quality is None
+    assert (await store.metrics("k")).quality is None
+    assert "auc" not in (await store.history("k"))[-1]
 
 
 async def test_metrics_lag(store: Store) -> None:

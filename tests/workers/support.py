@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from service.learning.features import Batch
+from service.learning.quality import QualityTracker
 from service.learning.spec import ModelSpec
 from service.store import Store
 from tests.store.pipeline_support import random_sizes, split, synthetic
@@ -36,6 +37,16 @@ def reference(
     for b in stream:
         learner.learn(b)
     return learner
+
+
+def reference_quality(stream: Sequence[Batch], spec_dict: Mapping[str, Any]) -> Any:
+    """The quality tracker of one uninterrupted in-process run over ``stream``."""
+    learner = ModelSpec.from_dict(dict(spec_dict)).build_learner()
+    tracker = QualityTracker()
+    for b in stream:
+        _, margins = learner.learn_scored(b)
+        tracker.update(margins, b.y, learner.link)
+    return tracker
 
 
 async def append_all(store: Store, m: str, stream: Sequence[Batch], chunk: int = 20) -> None:

@@ -4,6 +4,7 @@ takeover after a crash, rollback, SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -18,7 +19,14 @@ from service.learning.features import Batch
 from service.settings import Settings
 from service.store import Store
 from service.store.codec import encode_batch
-from tests.workers.support import append_all, assert_same, batches, reference, spec
+from tests.workers.support import (
+    append_all,
+    assert_same,
+    batches,
+    reference,
+    reference_quality,
+    spec,
+)
 from workers.__main__ import signal_handler
 from workers.trainer import Worker
 
@@ -129,6 +137,11 @@ async def test_takeover_after_a_crash_learns_each_entry_once(settings: Settings)
         committed = await store.load_state("m")
         assert committed.state is not None
         assert_same(committed.state, reference(sp, stream).get_state(), "after takeover")
+        # the quality tracker was committed with the state and reloaded: same to the bit
+        quality = reference_quality(stream, sp)
+        assert committed.quality is not None
+        assert_same(committed.quality, quality.get_state(), "quality after takeover")
+        assert (await store.metrics("m")).quality == quality.summary()
         assert committed.cursor > committed_by_a
         # A wakes up and tries to commit what it has: refused, and it drops the model
         await a._flush(force=True)
@@ -159,10 +172,22 @@ async def test_rollback_then_more_learning(store: Store) -> None:
     assert committed.state is not None
     assert_same(committed.state, want.get_state(), "rollback")
     assert (await store.metrics("m")).examples_seen == sum(b.n for b in first + after)
+    # the quality tracker went back with the learner: it never saw the discarded entries
+    quality = reference_quality(list(first) + list(after), sp)
+    assert committed.quality is not None
+    assert_same(committed.quality, quality.get_state(), "quality after rollback")
+    points = await store.history("m")
+    rolled = next(p for p in points if p.get("event") == f"rollback:{k}")
+    assert rolled["auc"] == reference_quality(first, sp).summary()["auc"]
+    assert points[-1]["log_loss"] == quality.log_loss
 
 
-async def test_rollback_fences_a_running_worker(settings: Settings) -> None:
-    """A worker holding the model while it is rolled back drops its state and reloads."""
+async def test_rollback_fences_a_running_worker(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker holding the model while it is rolled back drops its state and reloads; it
+    says so at info level, as the routine it is, not as a lost lease."""
+    caplog.set_level(logging.INFO, logger="streamlearn.worker")
     store = Store.open(settings)
     try:
         sp = spec("perceptron")
@@ -189,6 +214,10 @@ async def test_rollback_fences_a_running_worker(settings: Settings) -> None:
         committed = await store.load_state("m")
         assert committed.state is not None
         assert_same(committed.state, reference(sp, stream).get_state(), "fenced")
+        said = [(r.levelno, r.getMessage()) for r in caplog.records]
+        assert (logging.INFO, f"model m: rolled back by an admin to version {k} "
+                f"(published as version {k + 1}); reloading from it") in said, said  # fmt: skip
+        assert not [m for lvl, m in said if lvl >= logging.WARNING], said
     finally:
         await store.close()
 

@@ -18,6 +18,9 @@ from service.errors import ModelNotFound
 
 router = APIRouter(tags=["monitor"])
 
+#: Progressive quality of the served scores (binary models; null when undefined).
+QUALITY = ("auc", "auc_error_bound", "rolling_auc", "log_loss", "rolling_log_loss")
+
 ROLLING_POINTS = 10  # the rolling mistake rate spans the last 10 history intervals
 
 
@@ -50,12 +53,13 @@ def rolling_rate(points: list[dict[str, Any]], seen: int, mistakes: int) -> floa
     tags=["models"],
 )
 async def model_metrics(m: ModelName, state: StateDep, backend: BackendDep) -> FastJSON:
-    """Examples seen, mistakes, updates, rates, version, lag, last update and drift."""
+    """Examples seen, mistakes, updates, rates, quality (AUC, log loss), version, lag, drift."""
     row = await backend.metrics(m)
     assert state.drift is not None
     tracker = await update_drift(m, backend, state.drift)
     recent = await backend.history_tail(m, ROLLING_POINTS + 1)
     seen, mistakes = int(row["examples_seen"]), int(row["mistakes"])
+    quality = row.get("quality") or {}
     return FastJSON(
         {
             "examples_seen": seen,
@@ -63,6 +67,8 @@ async def model_metrics(m: ModelName, state: StateDep, backend: BackendDep) -> F
             "updates": int(row["updates"]),
             "mistake_rate": mistakes / seen if seen else 0.0,
             "rolling_mistake_rate": rolling_rate(recent, seen, mistakes),
+            **{k: quality.get(k) for k in QUALITY},
+            "members": quality.get("members"),
             "version": int(row["version"]),
             "lag": int(row["lag"]),
             "last_update": row.get("last_update"),

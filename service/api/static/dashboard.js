@@ -74,6 +74,8 @@
     return typeof m === "string" ? m : (m && (m.name || m.model)) || String(m);
   }
 
+  const num = (v) => (v === null || v === undefined || Number.isNaN(+v) ? null : +v);
+
   function historyPoints(data) {
     return listOf(data, "points").map((p) => Array.isArray(p)
       ? { x: +p[0], mistakes: +p[1], updates: +p[2], time: p[3], drift: !!p[4] }
@@ -83,6 +85,10 @@
           updates: +(p.updates ?? 0),
           time: p.time,
           drift: !!(p.drift || p.drift_detected),
+          auc: num(p.auc),
+          rollingAuc: num(p.rolling_auc),
+          loss: num(p.log_loss),
+          rollingLoss: num(p.rolling_log_loss),
         });
   }
 
@@ -90,6 +96,7 @@
   const nf = new Intl.NumberFormat("en-US");
   const fmtInt = (v) => (v === null || v === undefined || Number.isNaN(+v) ? "–" : nf.format(Math.round(+v)));
   const fmtPct = (v) => (v === null || v === undefined || Number.isNaN(+v) ? "–" : (100 * v).toFixed(1) + "\u202f%");
+  const fmtFixed = (v, digits) => (num(v) === null ? "–" : (+v).toFixed(digits));
 
   function fmtAgo(t) {
     if (t === null || t === undefined || t === "") return "–";
@@ -163,17 +170,18 @@
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     const m = { l: 52, r: 14, t: 10, b: 24 };
     const all = series.flatMap((s) => s.points);
-    if (Math.max(0, ...series.map((s) => s.points.length)) < 2) {
+    if (Math.max(0, ...series.map((s) => s.points.length)) < (opts.single ? 1 : 2)) {
       el("text", { x: W / 2, y: H / 2, "text-anchor": "middle", class: "placeholder" }, svg)
         .textContent = opts.empty || "waiting for data…";
       return;
     }
     const xmax = Math.max(...all.map((p) => p[0]));
-    const yticks = niceTicks(opts.ymax || Math.max(...all.map((p) => p[1])), 4);
+    const y0 = opts.yticks ? opts.yticks[0] : 0;
+    const yticks = opts.yticks || niceTicks(opts.ymax || Math.max(...all.map((p) => p[1])), 4);
     const xticks = niceTicks(xmax, 5);
     const ymax = yticks[yticks.length - 1], xr = xticks[xticks.length - 1];
     const sx = (x) => m.l + (x / xr) * (W - m.l - m.r);
-    const sy = (y) => H - m.b - (y / ymax) * (H - m.t - m.b);
+    const sy = (y) => H - m.b - ((y - y0) / (ymax - y0)) * (H - m.t - m.b);
     for (const y of yticks) {
       el("line", { x1: m.l, x2: W - m.r, y1: sy(y), y2: sy(y), class: "grid" }, svg);
       el("text", { x: m.l - 8, y: sy(y) + 4, "text-anchor": "end", class: "axis-label" }, svg)
@@ -191,6 +199,10 @@
       el("line", { x1: sx(x), x2: sx(x), y1: m.t, y2: H - m.b, class: "reset-mark" }, svg);
     }
     for (const s of series) {
+      if (s.points.length === 1 && opts.single) {
+        const p = s.points[0];
+        el("circle", { cx: sx(p[0]), cy: sy(p[1]), r: 3, class: "series-dot " + s.cls, "data-last": p[1] }, svg);
+      }
       if (s.points.length < 2) continue;
       // A point left of its predecessor starts a new stroke (a rollback reset the counters).
       const d = s.points.map((p, i) => (i && p[0] >= s.points[i - 1][0] ? "L" : "M")
@@ -199,7 +211,7 @@
         const first = s.points[0], last = s.points[s.points.length - 1];
         el("path", { d: d + `L${sx(last[0]).toFixed(1)},${sy(0)}L${sx(first[0]).toFixed(1)},${sy(0)}Z`, class: "area " + s.cls }, svg);
       }
-      el("path", { d, class: "series " + s.cls, "data-points": s.points.length }, svg);
+      el("path", { d, class: "series " + s.cls, "data-points": s.points.length, "data-last": s.points[s.points.length - 1][1] }, svg);
     }
     addHover(svg, series, { m, W, H, xr, sx, sy, yfmt: opts.yfmt || ((v) => nf.format(Math.round(v))) });
   }
@@ -278,6 +290,31 @@
     });
   }
 
+  // AUC and log loss as committed with each history point (binary models only).
+  function renderQuality(points, metrics) {
+    const pick = (key) => points.filter((p) => p[key] !== null && p[key] !== undefined).map((p) => [p.x, p[key]]);
+    const auc = pick("auc"), rollingAuc = pick("rollingAuc");
+    const loss = pick("loss"), rollingLoss = pick("rollingLoss");
+    const resets = points.filter((p, i) => i && p.x < points[i - 1].x).map((p) => p.x);
+    // multi-class models (and models older than quality tracking) have no log loss
+    const binary = !(metrics.examples_seen > 0 && num(metrics.log_loss) === null);
+    const empty = binary ? "waiting for both classes…" : "quality is tracked for binary models";
+    // the AUC axis: the narrowest of these ranges (up to 1) that holds every AUC drawn
+    const low = Math.min(1, ...auc.concat(rollingAuc).map((p) => p[1]));
+    const [ymin, step, digits] = [[0.99, 0.0025, 4], [0.95, 0.01, 2], [0.9, 0.025, 3],
+      [0.8, 0.05, 2], [0.5, 0.1, 1], [0, 0.25, 2]].find(([lo]) => low >= lo);
+    const yticks = Array.from({ length: Math.round((1 - ymin) / step) + 1 }, (_, i) => ymin + i * step);
+    drawChart($("auc-chart"), [
+      { cls: "auc rolling", name: "rolling AUC", points: rollingAuc },
+      { cls: "auc", name: "AUC", points: auc },
+    ], { resets, yticks, empty, single: true, yfmt: (v) => v.toFixed(digits) });
+    const lmax = Math.max(0.1, ...loss.concat(rollingLoss).map((p) => p[1]));
+    drawChart($("loss-chart"), [
+      { cls: "loss rolling", name: "rolling log loss", points: rollingLoss },
+      { cls: "loss", name: "log loss", points: loss },
+    ], { resets, ymax: lmax, empty, single: true, yfmt: (v) => v.toFixed(2) });
+  }
+
   // ------------------------------------------------------------ rendering -------------------
   function renderModels() {
     const ul = $("model-list");
@@ -301,6 +338,7 @@
 
   function renderMetrics(name, m, spec) {
     $("empty").classList.add("hidden");
+    $("loading").classList.add("hidden");
     $("detail").classList.remove("hidden");
     $("model-name").textContent = name;
     const sp = (spec && (spec.spec || spec)) || {};
@@ -318,6 +356,10 @@
     setText("stat-updates", fmtInt(m.updates));
     setText("stat-rate", fmtPct(m.mistake_rate));
     setText("stat-rolling", fmtPct(m.rolling_mistake_rate));
+    setText("stat-auc", fmtFixed(m.auc, 4));
+    setText("stat-loss", fmtFixed(m.log_loss, 3));
+    $("stat-auc-rolling").textContent = num(m.rolling_auc) === null ? "" : "rolling " + fmtFixed(m.rolling_auc, 4);
+    $("stat-loss-rolling").textContent = num(m.rolling_log_loss) === null ? "" : "rolling " + fmtFixed(m.rolling_log_loss, 3);
     setText("stat-version", m.version === null || m.version === undefined ? "–" : String(m.version));
     setText("stat-lag", fmtInt(m.lag));
     const d = m.drift || {};
@@ -326,6 +368,42 @@
     $("drift-chip").classList.toggle("now", !!d.detected);
     $("drift-chip").classList.toggle("hidden", detections === 0);
     $("updated-at").textContent = m.last_update ? "last update " + fmtAgo(m.last_update) : "";
+  }
+
+  // An ensemble's members (metrics.members): who carries the weight, who is winning.
+  function renderMembers(members) {
+    const card = $("members-card");
+    card.classList.toggle("hidden", !Array.isArray(members) || members.length === 0);
+    if (card.classList.contains("hidden")) return;
+    const score = (m) => (num(m.weight) !== null ? +m.weight : -(num(m.log_loss) ?? Infinity));
+    const lead = members.reduce((best, m, i) => (score(m) > score(members[best]) ? i : best), 0);
+    const wmax = Math.max(1e-12, ...members.map((m) => num(m.weight) ?? 0));
+    $("members").replaceChildren(...members.map((m, i) => {
+      const tr = document.createElement("tr");
+      tr.dataset.member = i;
+      const params = Object.entries(m.params || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+      const cells = [
+        (m.algorithm || "?") + (params ? ` (${params})` : ""),
+        null,
+        fmtInt(m.examples_seen),
+        fmtInt(m.mistakes),
+        fmtFixed(m.log_loss, 3),
+      ];
+      cells.forEach((c, j) => {
+        const td = document.createElement("td");
+        if (j === 1) {
+          const bar = document.createElement("span");
+          bar.className = "bar";
+          bar.style.width = Math.round(60 * (num(m.weight) ?? 0) / wmax) + "px";
+          td.append(bar, fmtFixed(m.weight, 3));
+        } else td.textContent = c;
+        tr.appendChild(td);
+      });
+      const badge = document.createElement("td");
+      if (i === lead) badge.innerHTML = '<span class="badge leading">leading</span>';
+      tr.appendChild(badge);
+      return tr;
+    }));
   }
 
   function versionNumber(v) {
@@ -463,8 +541,24 @@
       .then((m) => { state.last[n] = m; }).catch(() => {})));
     renderModels();
     renderMetrics(name, metrics, spec);
-    renderCharts(historyPoints(history));
+    const points = historyPoints(history);
+    renderCharts(points);
+    renderQuality(points, metrics);
+    renderMembers(metrics.members);
     renderVersions(name, versions, metrics);
+  }
+
+  // The model that learned last (the newest last_update), for a page opened without one.
+  async function mostRecent(names) {
+    if (names.length < 2) return names[0] || null;
+    await Promise.all(names.slice(0, 100).map((n) => api("GET", modelPath(n, "metrics"))
+      .then((m) => { state.last[n] = m; }).catch(() => {})));
+    let best = names[0], bestAt = -Infinity;
+    for (const n of names) {
+      const at = state.last[n] && num(state.last[n].last_update);
+      if (at !== null && at !== undefined && at > bestAt) { best = n; bestAt = at; }
+    }
+    return best;
   }
 
   // One poll at a time: a poll asked for while one runs (a click, a resize) runs right after
@@ -476,11 +570,18 @@
     try {
       state.models = listOf(await api("GET", "models"), "models");
       const names = state.models.map(modelName);
-      if (!state.selected || !names.includes(state.selected)) state.selected = names[0] || null;
+      if (!state.selected || !names.includes(state.selected)) state.selected = await mostRecent(names);
       renderModels();
-      if (state.selected) await pollModel(state.selected);
-      else {
+      if (state.selected) {
+        if ($("detail").classList.contains("hidden")) {
+          $("loading-text").textContent = "Loading " + state.selected + "…";
+          $("loading").classList.remove("hidden");
+          $("empty").classList.add("hidden");
+        }
+        await pollModel(state.selected);
+      } else {
         $("detail").classList.add("hidden");
+        $("loading").classList.add("hidden");
         $("empty").classList.remove("hidden");
       }
       setStatus("ok", "live · " + new Date().toLocaleTimeString());
