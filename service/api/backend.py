@@ -16,7 +16,7 @@ from typing import Any
 
 from service.api.coalesce import Coalescer
 from service.api.specs import spec_from_dict
-from service.errors import ModelNotFound, SpecConflict, VersionNotFound
+from service.errors import InvalidSpec, ModelNotFound, SpecConflict, VersionNotFound
 from service.learning.features import Batch
 from service.learning.linear import LinearModel
 from service.store import feedback as kept
@@ -68,8 +68,26 @@ class Backend:
 
     # --- models -----------------------------------------------------------------------------
     async def create_model(self, m: str, spec: Any, ttl: int | None) -> bool:
-        """Create ``m``; False when it exists with the same spec (and TTL), 409 otherwise."""
-        created = bool(await self.store.create_model(m, spec.to_dict()))
+        """Create ``m``; False when it exists with the same spec (and TTL), 409 otherwise.
+
+        "The same spec" means the same canonical form: the store compares the JSON it holds
+        byte for byte, and a spec stored by an older release lacks keys added since (text
+        options, algorithm params) that the current ``to_dict`` fills in — so on a mismatch
+        the stored spec is re-derived (``from_dict(stored).to_dict()``, what the worker
+        builds the learner from) and compared again. The stored JSON is left as it is."""
+        wanted = spec.to_dict()
+        for attempt in range(2):
+            try:
+                created = bool(await self.store.create_model(m, wanted))
+                break
+            except SpecConflict:
+                same = await self._same_spec(m, wanted)
+                if same is None and attempt == 0:
+                    continue  # deleted in between: create it
+                if not same:
+                    raise
+                created = False
+                break
         if created:
             if ttl is not None:
                 await kept.set_ttl(self.client, self.keys, m, ttl)
@@ -82,6 +100,19 @@ class Backend:
                 field="feedback_ttl",
             )
         return False
+
+    async def _same_spec(self, m: str, wanted: dict[str, Any]) -> bool | None:
+        """Whether ``m``'s stored spec means ``wanted`` (a canonical dict) today; None if
+        ``m`` is gone."""
+        try:
+            stored = await self.store.get_spec(m)
+        except ModelNotFound:
+            return None
+        try:
+            same: bool = spec_from_dict(stored).to_dict() == wanted
+        except InvalidSpec:  # no longer a valid spec at all: certainly not this one
+            return False
+        return same
 
     async def spec(self, m: str) -> tuple[Any, int | None]:
         spec = spec_from_dict(await self.store.get_spec(m))

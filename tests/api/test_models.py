@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from service.settings import Settings
+from service.store import Store
 from tests.api.conftest import BINARY_SPEC, assert_error
 
 
@@ -71,3 +73,38 @@ async def test_list_describe_delete(mem_api: httpx.AsyncClient) -> None:
         await mem_api.post("/models/a/examples", json={"text": "x"}), 404, "model_not_found"
     )
     assert (await mem_api.get("/models")).json() == {"models": ["b"]}
+
+
+# The spam preset ({"classes": ["ham", "spam"]}) as version 0.1 stored it: before the text
+# options char_limit/email/tokens and adagrad's invariant param existed (printed by that
+# version's ModelSpec.from_dict(...).to_dict()).
+SPAM_0_1 = {
+    "algorithm": "adagrad", "bits": 20, "classes": ["ham", "spam"], "dim": 1048576,
+    "hashing": True, "normalize": False,
+    "params": {"bias": True, "loss": "logistic", "lr": 0.5},
+    "positive": "spam", "preset": "spam", "quadratic": [],
+    "text": {"binary": True, "char_ngrams": None, "normalize": True, "word_ngrams": [1, 1]},
+    "transform": "log1p",
+}  # fmt: skip
+
+
+async def test_put_again_matches_a_spec_stored_before_new_defaults(
+    mem_settings: Settings, mem_api: httpx.AsyncClient
+) -> None:
+    """A model stored by an older release lacks keys added since; sending its spec again is
+    the same model (200, not 409), compared in today's canonical form — and a spec that
+    differs from it (a new key away from its default, another param) still conflicts."""
+    store = Store.open(mem_settings)
+    try:
+        assert await store.create_model("spam", SPAM_0_1)
+    finally:
+        await store.close()
+    again = await mem_api.put("/models/spam", json={"classes": ["ham", "spam"]})
+    assert again.status_code == 200, again.text
+    assert again.json()["spec"]["params"]["invariant"] is True
+    assert again.json()["spec"]["text"]["email"] is False
+    for other in (
+        {"classes": ["ham", "spam"], "text": {"email": True}},
+        {"classes": ["ham", "spam"], "params": {"lr": 0.25}},
+    ):
+        assert_error(await mem_api.put("/models/spam", json=other), 409, "spec_conflict")
