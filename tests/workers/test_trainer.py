@@ -41,15 +41,16 @@ async def store(settings: Settings) -> AsyncIterator[Store]:
 
 
 async def test_burst_equals_in_process_learning(settings: Settings) -> None:
-    """Two models, small reads and frequent commits: the committed state, counters and the
+    """Three models, small reads and frequent commits: the committed state, counters and the
     published version equal one in-process run over the same batches, to the bit."""
     s = settings.model_copy(
         update={"read_count": 3, "commit_examples": 700, "publish_examples": 1500}
     )
     store = Store.open(s)
     try:
-        specs = {"a": spec("pa1", C=0.5), "b": spec("averaged_perceptron")}
-        streams = {"a": batches(6000, 1), "b": batches(5000, 2)}
+        # c: the ensemble (not row-local: full blobs; members' arrays prefixed "m0."…)
+        specs = {"a": spec("pa1", C=0.5), "b": spec("averaged_perceptron"), "c": spec("ensemble")}
+        streams = {"a": batches(6000, 1), "b": batches(5000, 2), "c": batches(3000, 3)}
         for m in specs:
             await store.create_model(m, specs[m])
             await append_all(store, m, streams[m])
