@@ -75,7 +75,7 @@ async def _make_worker(settings: Settings) -> tuple[Any, Callable[[], Any]]:
     from service.store import Keys, Store, connect
     from workers.trainer import Worker
 
-    client = connect(settings)
+    client = connect(settings, worker=True)
     store = Store(client, Keys(settings.key_prefix), settings)
     worker = Worker(settings, store)
 

@@ -162,7 +162,15 @@ class Backend:
 
     # --- monitoring --------------------------------------------------------------------------
     async def metrics(self, m: str) -> dict[str, Any]:
-        row = (await self.store.metrics(m)).as_dict()
+        return self._metrics_row((await self.store.metrics(m)).as_dict())
+
+    async def metrics_many(self, names: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+        """Every listed model's metrics, read in pipelined batches (deleted ones left out)."""
+        rows = await self.store.metrics_many(list(names))
+        return [(m, self._metrics_row(r.as_dict())) for m, r in rows.items()]
+
+    @staticmethod
+    def _metrics_row(row: dict[str, Any]) -> dict[str, Any]:
         last = row.get("last_update")
         if isinstance(last, int | float) and last > 1e11:  # ms → s
             row["last_update"] = last / 1000.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import uuid
 
 import pytest
@@ -52,3 +53,22 @@ async def test_503_while_redis_is_down_then_recovery(server: RedisServer) -> Non
         assert (await c.post("/models/m/predict", json=POS)).status_code == 200
         metrics = (await c.get("/models/m/metrics")).json()
         assert metrics["lag"] == 2  # both successful appends survived the restart (AOF always)
+
+
+async def test_stale_pooled_connections_after_a_restart_are_retried(server: RedisServer) -> None:
+    """Connections pooled before a Redis restart are dead; once Redis is back, the very first
+    requests must succeed (one retry on a fresh connection), not surface as 503s."""
+    settings = Settings(
+        redis_url=server.url, key_prefix=f"t{uuid.uuid4().hex[:8]}", cache_check_s=60
+    )
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        # fill the pool with several idle connections
+        rs = await asyncio.gather(*(c.get("/models/m/metrics") for _ in range(20)))
+        assert {r.status_code for r in rs} == {200}
+        server.restart(signal.SIGKILL)
+        rs = await asyncio.gather(
+            *(c.post("/models/m/examples", json=dense(i)) for i in range(20)),
+            *(c.get("/models/m/metrics") for _ in range(20)),
+        )
+        assert [r.status_code for r in rs] == [202] * 20 + [200] * 20, [r.text for r in rs]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -14,7 +13,6 @@ from service.api.drift import DriftTracker
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
 from service.api.schemas import History, ModelMetrics
-from service.errors import ModelNotFound
 
 router = APIRouter(tags=["monitor"])
 
@@ -102,15 +100,8 @@ async def model_history(
 async def prometheus(state: StateDep, backend: BackendDep) -> Response:
     """Prometheus exposition: per-model counters, lag, version; request latency histograms."""
     names = await backend.list_models()
-
-    async def one(m: str) -> tuple[str, dict[str, Any]] | None:
-        try:
-            return m, await backend.metrics(m)
-        except ModelNotFound:
-            return None
-
-    rows = [r for r in await asyncio.gather(*(one(m) for m in names)) if r is not None]
-    state.metrics.set_models(rows)
+    # pipelined batches, one at a time: one concurrent call per model would drain the pool
+    state.metrics.set_models(await backend.metrics_many(sorted(names)))
     return Response(
         state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8"
     )
