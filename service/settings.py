@@ -51,6 +51,12 @@ class Settings(BaseSettings):
 
     # --- ingest limits (the API answers 413/422/429 past them) ----------------------------
     max_body_bytes: int = 32 * 1024 * 1024
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body must arrive whole within this many seconds of the "
+        "handler starting to read it (a stalled upload answers 408).",
+    )
     max_batch: int = 10_000
     max_features: int = 100_000
     max_text_chars: int = 1_000_000

@@ -124,7 +124,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     _include_dashboard(app)
     app.add_middleware(FastPath, routes=_hot_routes())  # innermost (added first)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+    )
     app.add_middleware(LatencyMiddleware, metrics=state.metrics)
     return app
 

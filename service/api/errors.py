@@ -29,6 +29,7 @@ STATUS: dict[type[e.StreamlearnError], int] = {
     e.PredictionNotFound: 404,
     e.SpecConflict: 409,
     e.CommitConflict: 409,
+    e.BodyTimeout: 408,
     e.PayloadTooLarge: 413,
     e.UnsupportedMediaType: 415,
     e.InvalidSpec: 422,
@@ -46,6 +47,7 @@ HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     406: "not_acceptable",
+    408: "body_timeout",
     413: "payload_too_large",
     415: "unsupported_media_type",
 }
@@ -92,6 +94,8 @@ def error_response(
         hdrs.setdefault("Retry-After", RETRY_AFTER_S[status])
     if status == 401:
         hdrs.setdefault("WWW-Authenticate", "Bearer")
+    if status == 408:  # the rest of the body may still come: do not read it as a request
+        hdrs.setdefault("Connection", "close")
     return FastJSON({"error": body}, status_code=status, headers=hdrs)
 
 

@@ -79,9 +79,7 @@ def connect(settings: Settings, *, worker: bool = False) -> Client:
         "retry": retry_once(),
     }
     if settings.redis_cluster:
-        return RedisCluster.from_url(
-            url, max_connections=settings.redis_max_connections, **common
-        )
+        return RedisCluster.from_url(url, max_connections=settings.redis_max_connections, **common)
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=settings.redis_max_connections,

@@ -72,3 +72,39 @@ async def test_stale_pooled_connections_after_a_restart_are_retried(server: Redi
             *(c.get("/models/m/metrics") for _ in range(20)),
         )
         assert [r.status_code for r in rs] == [202] * 20 + [200] * 20, [r.text for r in rs]
+
+
+async def test_a_hung_redis_is_a_prompt_503_and_readyz_answers(server: RedisServer) -> None:
+    """SIGSTOP: Redis accepts connections but never answers. Requests that need it get a 503
+    with Retry-After after the socket timeout instead of hanging; /readyz answers too."""
+    settings = Settings(
+        redis_url=server.url,
+        key_prefix=f"t{uuid.uuid4().hex[:8]}",
+        cache_check_s=0.2,
+        redis_timeout_s=0.5,
+    )
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGSTOP)
+        try:
+            calls = (
+                c.post("/models/m/examples", json=dense(0)),
+                c.get("/models/m/metrics"),
+                c.get("/models"),
+                c.get("/readyz"),
+            )
+            # without socket timeouts each of these waits until Redis resumes (forever here)
+            rs = await asyncio.wait_for(asyncio.gather(*calls), 20)
+            for r in rs[:3]:
+                assert_error(r, 503, "store_unavailable")
+                assert r.headers["retry-after"] == "1"
+            assert_error(rs[3], 503, "not_ready", "Redis")
+        finally:
+            server.proc.send_signal(signal.SIGCONT)
+        for _ in range(50):
+            r = await c.post("/models/m/examples", json=dense(0))
+            if r.status_code == 202:
+                break
+            await asyncio.sleep(0.1)
+        assert r.status_code == 202, r.text
