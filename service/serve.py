@@ -196,8 +196,15 @@ def serve(
         say(f"Docs:      {u['docs']}")
         say(f"Dashboard: {u['dashboard']}")
         say("Press Ctrl-C to stop.")
+        from service.api.server import uvicorn_options  # our JSON answer to malformed HTTP
+
         config = uvicorn.Config(
-            app, host=settings.host, port=settings.port, log_level=log_level, lifespan="on"
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=log_level,
+            lifespan="on",
+            **uvicorn_options(),
         )
         server = uvicorn.Server(config)
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C once it is done
