@@ -86,3 +86,10 @@ class Settings(BaseSettings):
         "admin; empty means an open service.",
     )
     cache_check_s: float = 2.0
+    model_cache_bytes: int = Field(
+        default=1 << 30,
+        ge=0,
+        description="Bound on the weights each API process keeps in memory (estimated bytes "
+        "of the served arrays); past it the least recently used models are evicted and "
+        "reloaded on their next use. 0 = no bound.",
+    )

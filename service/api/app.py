@@ -45,6 +45,16 @@ def _lifespan(state: AppState) -> Any:
         client = connect(settings)
         store = Store(client, Keys(settings.key_prefix), settings)
         state.backend = Backend(store, settings)
+        state.drift = {}
+        state.batcher = Batcher(state.backend)
+
+        def forget(m: str) -> None:  # a model left the cache: drop all the process keeps for it
+            assert state.backend is not None and state.batcher is not None
+            assert state.drift is not None
+            state.backend.forget(m)
+            state.batcher.forget(m)
+            state.drift.pop(m, None)
+
         state.cache = ModelCache(
             state.backend,
             default_ttl=settings.feedback_ttl_s,
@@ -53,9 +63,9 @@ def _lifespan(state: AppState) -> Any:
                 "max_features": settings.max_features,
                 "max_text_chars": settings.max_text_chars,
             },
+            max_bytes=settings.model_cache_bytes,
+            on_evict=forget,
         )
-        state.drift = {}
-        state.batcher = Batcher(state.backend)
         warn_if_open(state.auth)
         # numba and numpy leave millions of long-lived objects behind at import; without this,
         # every full collection walks them all (a stall of a few hundred ms under load).

@@ -90,6 +90,10 @@ class Backend:
             appender = self._appenders[m] = Coalescer(flush)
         await appender.submit((batch, ids))
 
+    def forget(self, m: str) -> None:
+        """Drop ``m``'s append coalescer (evicted from the cache)."""
+        self._appenders.pop(m, None)
+
     async def append_now(self, m: str, batch: Batch, ids: Sequence[str | None]) -> None:
         """Append one batch now (callers that already grouped their work)."""
         await self._append_now(m, [(batch, ids)])

@@ -100,6 +100,11 @@ class Batcher:
         self._ingest: dict[str, Coalescer[IngestItem, None]] = {}
         self._predict: dict[str, Coalescer[PredictItem, list[dict[str, Any]]]] = {}
 
+    def forget(self, m: str) -> None:
+        """Drop ``m``'s queues (evicted from the cache; a busy queue finishes on its own)."""
+        self._ingest.pop(m, None)
+        self._predict.pop(m, None)
+
     async def ingest(
         self, m: str, featurizer: Any, examples: list[Any], ids: list[str | None]
     ) -> None:

@@ -10,6 +10,13 @@ keep the cache fresh:
   store, in case a message was missed (pub/sub is fire-and-forget) or the model was deleted.
 
 A model with no version yet is served from zero weights as version 0.
+
+Memory is bounded: nothing is created for a model that does not exist (its load fails before
+anything is kept), and the cache holds at most ``max_bytes`` of weights (the estimated bytes
+of each served model's arrays; 0 = no bound). Past the bound the least recently used models
+are evicted — with every per-model structure of the process (``on_evict``) — and simply
+loaded again on their next use. The model just loaded is always kept, even alone over the
+bound.
 """
 
 from __future__ import annotations
@@ -18,8 +25,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from service.api.backend import Backend
 from service.errors import ModelNotFound, StoreUnavailable
@@ -39,6 +50,13 @@ class Served:
     version: int
     feedback_ttl: int
     loaded_at: float
+    nbytes: int = 0  # estimated bytes of the served weights (what the cache bound counts)
+
+
+def weights_bytes(model: LinearModel) -> int:
+    """The bytes of a served model's arrays (its weights and biases)."""
+    b = model.b
+    return int(model.W.nbytes) + (int(b.nbytes) if isinstance(b, np.ndarray) else 8)
 
 
 class ModelCache:
@@ -49,29 +67,60 @@ class ModelCache:
         default_ttl: int,
         check_s: float,
         limits: dict[str, int] | None = None,
+        max_bytes: int = 0,
+        on_evict: Callable[[str], None] | None = None,
     ) -> None:
         self.backend = backend
         self.default_ttl = default_ttl
         self.check_s = check_s
         self.limits = dict(limits or {})
-        self.entries: dict[str, Served] = {}
+        self.max_bytes = max_bytes
+        self.on_evict = on_evict
+        self.entries: OrderedDict[str, Served] = OrderedDict()  # least recently used first
+        self.bytes = 0  # sum of the entries' nbytes
         self._locks: dict[str, asyncio.Lock] = {}
         self.loads = 0  # versions loaded (tests and metrics read it)
+        self.evictions = 0
         self.stopping = asyncio.Event()
 
     async def get(self, m: str) -> Served:
         """The served state of ``m``; loads it (once) on first use."""
         entry = self.entries.get(m)
         if entry is not None:
+            self.entries.move_to_end(m)  # most recently used
             return entry
-        async with self._lock(m):
-            entry = self.entries.get(m)
-            if entry is None:
-                entry = await self._load(m, None)
-            return entry
+        lock = self._lock(m)
+        try:
+            async with lock:
+                entry = self.entries.get(m)
+                if entry is None:
+                    entry = await self._load(m, None)
+                return entry
+        finally:
+            if m not in self.entries and self._locks.get(m) is lock:
+                del self._locks[m]  # unknown model, or the load failed: keep nothing
 
     def evict(self, m: str) -> None:
-        self.entries.pop(m, None)
+        """Forget ``m`` and everything the process keeps for it."""
+        entry = self.entries.pop(m, None)
+        if entry is not None:
+            self.bytes -= entry.nbytes
+        self._locks.pop(m, None)
+        if self.on_evict is not None:
+            self.on_evict(m)
+
+    def _keep(self, entry: Served) -> None:
+        """Store ``entry`` as the most recently used; evict the least recently used ones
+        while the bound is exceeded (never ``entry`` itself)."""
+        old = self.entries.pop(entry.name, None)
+        if old is not None:
+            self.bytes -= old.nbytes
+        self.entries[entry.name] = entry
+        self.bytes += entry.nbytes
+        while self.max_bytes and self.bytes > self.max_bytes and len(self.entries) > 1:
+            oldest = next(iter(self.entries))
+            self.evict(oldest)
+            self.evictions += 1
 
     async def refresh(self, m: str) -> None:
         """Swap ``m`` to its current head if it changed (only for models already cached)."""
@@ -88,7 +137,7 @@ class ModelCache:
                 return
             if head < entry.version:  # versions restart only when the model was re-created
                 self.evict(m)  # (maybe with another spec): reload everything on next use
-            elif head != entry.version:
+            elif head != entry.version and self.entries.get(m) is entry:
                 await self._load(m, entry)
 
     def _lock(self, m: str) -> asyncio.Lock:
@@ -108,8 +157,23 @@ class ModelCache:
             model = await self.backend.serving(m, head)
         else:
             model = spec.build_learner().serving()
-        entry = Served(m, spec, featurizer, model, head, ttl or self.default_ttl, time.time())
-        self.entries[m] = entry
+        entry = Served(
+            m,
+            spec,
+            featurizer,
+            model,
+            head,
+            ttl or self.default_ttl,
+            time.time(),
+            weights_bytes(model),
+        )
+        if old is not None and self.entries.get(m) is not old:
+            return entry  # evicted while loading: serve this request, keep nothing
+        if old is not None:  # a head swap keeps the model's place in the LRU order
+            self.bytes += entry.nbytes - old.nbytes
+            self.entries[m] = entry
+        else:
+            self._keep(entry)
         self.loads += 1
         return entry
 

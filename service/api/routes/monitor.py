@@ -21,12 +21,12 @@ ROLLING_POINTS = 10  # the rolling mistake rate spans the last 10 history interv
 
 async def update_drift(m: str, backend: Backend, trackers: dict[str, DriftTracker]) -> DriftTracker:
     """Feed the model's ADWIN with the history points it has not seen yet."""
-    tracker = trackers.get(m)
-    if tracker is None:
-        tracker = trackers[m] = DriftTracker()
-    for marker, p in await backend.history_since(m, tracker.last_id):
+    tracker = trackers.get(m) or DriftTracker()
+    points = await backend.history_since(m, tracker.last_id)  # 404 first: keep nothing
+    for marker, p in points:
         tracker.feed(int(p["examples_seen"]), int(p["mistakes"]), float(p["time"]))
         tracker.last_id = marker
+    trackers[m] = tracker
     return tracker
 
 
