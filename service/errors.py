@@ -51,6 +51,12 @@ class InvalidExample(StreamlearnError):
     code = "invalid_example"
 
 
+class InvalidRequest(StreamlearnError):
+    """A bad query parameter (what FastAPI's own validation calls ``invalid_request``)."""
+
+    code = "invalid_request"
+
+
 class MalformedBody(StreamlearnError):
     """The body cannot be parsed at all (bad JSON, NDJSON or svmlight)."""
 

@@ -44,14 +44,17 @@ class Backend:
             if ttl is not None:
                 await kept.set_ttl(self.client, self.keys, m, ttl)
             return True
-        current = await kept.get_ttl(self.client, self.keys, m)
-        if ttl is not None and ttl != (current or self.settings.feedback_ttl_s):
+        current = self.ttl(await kept.get_ttl(self.client, self.keys, m))
+        if ttl is not None and ttl != current:
             raise SpecConflict(
-                f"model {m!r} exists with feedback_ttl={current or self.settings.feedback_ttl_s}, "
-                f"not {ttl}",
+                f"model {m!r} exists with feedback_ttl={current}, not {ttl}",
                 field="feedback_ttl",
             )
         return False
+
+    def ttl(self, stored: int | None) -> int:
+        """A model's feedback TTL: its own (0 = keep nothing), else the default."""
+        return self.settings.feedback_ttl_s if stored is None else stored
 
     async def spec(self, m: str) -> tuple[Any, int | None]:
         spec = spec_from_dict(await self.store.get_spec(m))
@@ -62,7 +65,7 @@ class Backend:
         return {
             "name": m,
             "spec": spec.to_dict(),
-            "feedback_ttl": ttl or self.settings.feedback_ttl_s,
+            "feedback_ttl": self.ttl(ttl),
             "version": await self.head(m),
         }
 

@@ -48,7 +48,7 @@ class Served:
     featurizer: Any
     model: LinearModel
     version: int
-    feedback_ttl: int
+    feedback_ttl: int  # 0: predictions keep nothing for feedback
     loaded_at: float
     nbytes: int = 0  # estimated bytes of the served weights (what the cache bound counts)
 
@@ -163,7 +163,7 @@ class ModelCache:
             featurizer,
             model,
             head,
-            ttl or self.default_ttl,
+            self.default_ttl if ttl is None else ttl,
             time.time(),
             weights_bytes(model),
         )

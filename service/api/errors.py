@@ -34,6 +34,7 @@ STATUS: dict[type[e.StreamlearnError], int] = {
     e.UnsupportedMediaType: 415,
     e.InvalidSpec: 422,
     e.InvalidExample: 422,
+    e.InvalidRequest: 422,
     e.Backpressure: 429,
     e.StoreUnavailable: 503,
 }

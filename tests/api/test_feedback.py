@@ -105,3 +105,43 @@ async def test_feedback_on_one_row_of_a_batch_prediction(settings: Settings) -> 
         neg_margin = (await c.post("/models/m/predict", json=neg)).json()["margin"]
         pos_margin = (await c.post("/models/m/predict", json=POS)).json()["margin"]
         assert neg_margin > pos_margin  # row 1's features were learned, not row 0's
+
+
+async def kept_keys(settings: Settings, m: str) -> int:
+    from service.store import Keys, connect
+
+    client = connect(settings)
+    try:
+        pattern = Keys(settings.key_prefix).prediction_pattern(m)
+        return len([k async for k in client.scan_iter(match=pattern, count=1000)])
+    finally:
+        await client.aclose()
+
+
+async def test_keeping_features_is_an_option_of_the_model_and_the_request(
+    settings: Settings,
+) -> None:
+    async with running(settings) as (_, c):
+        assert (await c.put("/models/m", json=BINARY_SPEC)).status_code == 201
+        off = {**BINARY_SPEC, "feedback_ttl": 0}
+        assert (await c.put("/models/off", json=off)).status_code == 201
+        assert (await c.get("/models/off")).json()["feedback_ttl"] == 0
+        assert (await c.put("/models/off", json=off)).status_code == 200  # same spec
+        # the request says no: nothing kept, no prediction id (small and large batches)
+        r = await c.post("/models/m/predict?feedback=false", json=POS)
+        assert r.status_code == 200 and r.json()["prediction_id"] is None
+        many = await c.post("/models/m/predict?feedback=false", json={"examples": [POS] * 100})
+        assert all(p["prediction_id"] is None for p in many.json()["predictions"])
+        assert await kept_keys(settings, "m") == 0
+        # the model says no: nothing kept, and feedback cannot find anything
+        r = await c.post("/models/off/predict", json=POS)
+        assert r.status_code == 200 and r.json()["prediction_id"] is None
+        assert await kept_keys(settings, "off") == 0
+        # by default features are kept, and feedback learns from them
+        pid = (await c.post("/models/m/predict", json=POS)).json()["prediction_id"]
+        assert isinstance(pid, str) and await kept_keys(settings, "m") == 1
+        r = await c.post("/models/m/feedback", json={"prediction_id": pid, "label": 1})
+        assert r.status_code == 202
+        assert_error(
+            await c.post("/models/m/predict?feedback=maybe", json=POS), 422, "invalid_request"
+        )

@@ -28,7 +28,7 @@ async def test_put_creates_then_describes_then_conflicts(mem_api: httpx.AsyncCli
         ({"algorithm": "nope"}, "algorithm"),
         ({"algorithm": "pa1", "params": {"C": -1}}, "C"),
         ({"algorithm": "pa1", "colour": "red"}, "colour"),
-        ({"algorithm": "pa1", "feedback_ttl": 0}, "feedback_ttl"),
+        ({"algorithm": "pa1", "feedback_ttl": -1}, "feedback_ttl"),
         ({"algorithm": "pa1", "feedback_ttl": "1d"}, "feedback_ttl"),
         ([1, 2], "body"),
     ],
