@@ -65,6 +65,7 @@ def _lifespan(state: AppState) -> Any:
             },
             max_bytes=settings.model_cache_bytes,
             on_evict=forget,
+            outage=state.outage,
         )
         warn_if_open(state.auth)
         # numba and numpy leave millions of long-lived objects behind at import; without this,

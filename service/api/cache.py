@@ -35,6 +35,7 @@ import numpy as np
 from service.api.backend import Backend
 from service.errors import ModelNotFound, StoreUnavailable
 from service.learning.linear import LinearModel
+from service.outage import Outage
 
 log = logging.getLogger("streamlearn.api")
 
@@ -69,6 +70,7 @@ class ModelCache:
         limits: dict[str, int] | None = None,
         max_bytes: int = 0,
         on_evict: Callable[[str], None] | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self.backend = backend
         self.default_ttl = default_ttl
@@ -76,6 +78,7 @@ class ModelCache:
         self.limits = dict(limits or {})
         self.max_bytes = max_bytes
         self.on_evict = on_evict
+        self.outage = outage or Outage(log, "API")
         self.entries: OrderedDict[str, Served] = OrderedDict()  # least recently used first
         self.bytes = 0  # sum of the entries' nbytes
         self._locks: dict[str, asyncio.Lock] = {}
@@ -196,14 +199,23 @@ class ModelCache:
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
     async def check(self) -> None:
-        """Periodic safety net: compare every cached head with the store."""
+        """Periodic safety net: compare every cached head with the store. While Redis is
+        down a round stops at the first failure (the outage is logged once, not per model)
+        and, with nothing cached, a PING tells when it is back."""
         while not self.stopping.is_set():
             await self._pause(self.check_s)
-            for m in list(self.entries):
-                with contextlib.suppress(StoreUnavailable):
+            try:
+                if not self.entries and self.outage.down:
+                    if await self.backend.ping():
+                        self.outage.came_back()
+                    continue
+                for m in list(self.entries):
                     try:
                         await self.refresh(m)
-                    except asyncio.CancelledError:
+                    except (asyncio.CancelledError, StoreUnavailable):
                         raise
-                    except Exception:
+                    except Exception:  # a bug with this model: say so, check the others
                         log.exception("cache check of %s failed", m)
+                self.outage.came_back()
+            except StoreUnavailable as exc:
+                self.outage.went_down(exc.message)

@@ -192,10 +192,15 @@ class Store(StreamOps, VersionOps):
                 bool(int(await self._renew(keys=self._lease_keys(x), args=[x.token, ttl, x.epoch])))
                 for x in leases
             ]
-        pipe = self.client.pipeline(transaction=False)
-        for x in leases:
-            await self._renew(keys=self._lease_keys(x), args=[x.token, ttl, x.epoch], client=pipe)
-        return [bool(int(r)) for r in await pipe.execute()]
+        # ``async with``: a pipeline whose script loading fails (Redis down) must still give
+        # its connection back, or it is reported later as an unclosed client
+        async with self.client.pipeline(transaction=False) as pipe:
+            for x in leases:
+                await self._renew(
+                    keys=self._lease_keys(x), args=[x.token, ttl, x.epoch], client=pipe
+                )
+            replies = await pipe.execute()
+        return [bool(int(r)) for r in replies]
 
     @guarded
     async def release(self, lease: Lease) -> bool:

@@ -74,12 +74,12 @@ class VersionOps(StoreBase):
         """Every retained version of ``m``, oldest first, with pinned/head flags."""
         k = self.keys
         nums = [int(x) for x in await self.client.zrange(k.versions(m), 0, -1)]
-        pipe = self.client.pipeline(transaction=False)
-        pipe.get(k.head(m))
-        pipe.smembers(k.pins(m))
-        for n in nums:
-            pipe.hmget(k.version(m, n), list(_META))
-        replies = await pipe.execute()
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(k.head(m))
+            pipe.smembers(k.pins(m))
+            for n in nums:
+                pipe.hmget(k.version(m, n), list(_META))
+            replies = await pipe.execute()
         head = int(replies[0]) if replies[0] is not None else None
         pins = {int(x) for x in replies[1]}
         out = []
@@ -100,11 +100,11 @@ class VersionOps(StoreBase):
             if n is None:
                 raise VersionNotFound(f"model {m!r} has no version yet", field="version")
         fields = [*_META, "serving"] + (["state"] if with_state else [])
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hmget(k.version(m, n), fields)
-        pipe.get(k.head(m))
-        pipe.sismember(k.pins(m), str(n))
-        vals, head, pinned = await pipe.execute()
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(k.version(m, n), fields)
+            pipe.get(k.head(m))
+            pipe.sismember(k.pins(m), str(n))
+            vals, head, pinned = await pipe.execute()
         if vals[0] is None:
             raise VersionNotFound(f"model {m!r} has no version {n}", field="version")
         info = _info(

@@ -42,6 +42,8 @@ async def test_503_while_redis_is_down_then_recovery(server: RedisServer) -> Non
             assert r.headers["retry-after"] == "1"
         assert_error(await c.get("/readyz"), 503, "not_ready", "Redis")
         assert (await c.get("/healthz")).status_code == 200
+        # served from memory, nothing kept: no Redis needed
+        assert (await c.post("/models/m/predict?feedback=false", json=POS)).status_code == 200
         server.start()
         # a pooled connection may still be the dead one: at most a few 503s, never a 500
         for _ in range(50):
