@@ -6,7 +6,7 @@ created, then ``--conns`` keep-alive connections each post single examples and s
 predictions (half and half) to models drawn at random for ``--seconds``, while one more
 connection scrapes ``GET /metrics`` every ``--scrape-every`` seconds. Reported per variant:
 requests/s, every non-2xx by status, p50/p99, the ``/metrics`` answers and their latency,
-and the API process's resident memory at the end.
+the API process's resident memory at the end, and how many lines it logged meanwhile.
 
 Variants, each in one run on the same machine:
 
@@ -29,9 +29,11 @@ import argparse
 import asyncio
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -102,6 +104,7 @@ class Result:
     scrape_ms: list[float] = field(default_factory=list)
     scrape_statuses: dict[int, int] = field(default_factory=dict)
     rss_mb: float = 0.0
+    log_lines: int = 0  # lines the API logged during the load
 
     def pct(self, xs: list[float], q: float) -> float:
         if not xs:
@@ -128,15 +131,14 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def start(src: Path, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start(src: Path, args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A process of ``src`` (its output, the logs, go to ``log``: a pipe nobody reads would
+    fill up and block the process)."""
     full = {**os.environ, **env, "PYTHONPATH": str(src)}
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=src,
-        env=full,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, *args], cwd=src, env=full, stdout=out, stderr=subprocess.STDOUT
+        )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -196,18 +198,20 @@ async def run_variant(
         **extra_env,
     }
     port = free_port()
+    logs = Path(tempfile.mkdtemp(prefix="bench-load-"))
     api = start(
         src,
         ["-m", "service.cli", "api", "--port", str(port), "--log-level", "warning"],
         env,
+        logs / "api.log",
     )
     worker: subprocess.Popen[bytes] | None = None
     res = Result(name)
     try:
         await wait_healthy(port)
         await create_models(port, args.models)
-        worker = start(src, ["-m", "workers"], env)
-        rng = random.Random(0)
+        worker = start(src, ["-m", "workers"], env, logs / "worker.log")
+        before = len((logs / "api.log").read_bytes().splitlines())
         stop_at = time.perf_counter() + args.seconds
 
         async def client(k: int) -> None:
@@ -240,16 +244,17 @@ async def run_variant(
                 res.scrape_statuses[status] = res.scrape_statuses.get(status, 0) + 1
                 await asyncio.sleep(args.scrape_every)
 
-        del rng
         t0 = time.perf_counter()
         await asyncio.gather(scraper(), *(client(k) for k in range(args.conns)))
         res.seconds = time.perf_counter() - t0
         res.rss_mb = rss_mb(api.pid)
+        res.log_lines = len((logs / "api.log").read_bytes().splitlines()) - before
     finally:
         if worker is not None:
             stop(worker)
         stop(api)
         cleanup(args.redis, prefix)
+        shutil.rmtree(logs, ignore_errors=True)
     return res
 
 
@@ -272,10 +277,10 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
     )
     head = (
         "| variant | requests | req/s | non-2xx | p50 ms | p99 ms | /metrics answers | "
-        "/metrics p50 / max ms | API RSS MB |"
+        "/metrics p50 / max ms | API RSS MB | API log lines |"
     )
     print(head)
-    print("|" + "---|" * 9)
+    print("|" + "---|" * 10)
     for r in results:
         n = len(r.latencies)
         bad = {s: c for s, c in sorted(r.statuses.items()) if not 200 <= s < 300}
@@ -287,7 +292,7 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
             f"| {r.name} | {n} | {n / r.seconds:,.0f} | {bad_txt} | "
             f"{r.pct(r.latencies, 0.5) * 1000:.1f} | {r.pct(r.latencies, 0.99) * 1000:.1f} | "
             f"{scr} | {r.pct(r.scrape_ms, 0.5):.0f} / {max(r.scrape_ms or [0]):.0f} | "
-            f"{r.rss_mb:.0f} |"
+            f"{r.rss_mb:.0f} | {r.log_lines} |"
         )
 
 
