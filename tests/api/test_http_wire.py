@@ -141,6 +141,9 @@ def test_a_client_hanging_up_mid_upload_logs_no_error(
     time.sleep(0.3)
     noisy = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not noisy, [r.getMessage() for r in noisy]
-    # the server is still fine
+    # the server is still fine, and counts those requests as 499 (client gone), not 500
     status, _ = exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 200
+    status, body = exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status == 200
+    assert b'status="499"' in body and b'status="500"' not in body, body
