@@ -103,6 +103,21 @@ class ModelCache:
             if m not in self.entries and self._locks.get(m) is lock:
                 del self._locks[m]  # unknown model, or the load failed: keep nothing
 
+    def exposition(self) -> bytes:
+        """This process's cache in Prometheus text format: what serving models costs here."""
+        rows = (
+            ("models", "gauge", "Models held in this API process's memory", len(self.entries)),
+            ("bytes", "gauge", "Estimated bytes of the served weights held", self.bytes),
+            ("max_bytes", "gauge", "The bound on those bytes (0: none)", self.max_bytes),
+            ("loads_total", "counter", "Versions loaded into memory", self.loads),
+            ("evictions_total", "counter", "Models evicted by the memory bound", self.evictions),
+        )
+        out = []
+        for name, kind, text, value in rows:
+            full = f"streamlearn_cache_{name}"
+            out.append(f"# HELP {full} {text}\n# TYPE {full} {kind}\n{full} {value}\n")
+        return "".join(out).encode()
+
     def evict(self, m: str) -> None:
         """Forget ``m`` and everything the process keeps for it."""
         entry = self.entries.pop(m, None)

@@ -66,6 +66,16 @@ async def test_the_model_cache_is_bounded_by_bytes_lru(mem_settings: Settings) -
         # per-model structures of evicted models go too
         state = per_model_state(app)
         assert state["predict_queues"] <= 3 and state["locks"] <= 3
+        # what serving costs is reported
+        text = (await c.get("/metrics")).text
+        assert "streamlearn_cache_models 3\n" in text
+        assert f"streamlearn_cache_bytes {3 * BYTES_PER_MODEL}\n" in text
+        assert f"streamlearn_cache_max_bytes {3 * BYTES_PER_MODEL}\n" in text
+        assert "streamlearn_cache_evictions_total 2\n" in text
+        from prometheus_client.parser import text_string_to_metric_families
+
+        families = {f.name for f in text_string_to_metric_families(text)}  # valid exposition
+        assert {"streamlearn_cache_models", "streamlearn_cache_evictions"} <= families
         # an evicted model is simply loaded again on its next use
         loads = cache.loads
         await predict(c, "b")

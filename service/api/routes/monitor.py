@@ -102,6 +102,7 @@ async def prometheus(state: StateDep, backend: BackendDep) -> Response:
     names = await backend.list_models()
     # pipelined batches, one at a time: one concurrent call per model would drain the pool
     state.metrics.set_models(await backend.metrics_many(sorted(names)))
+    cache = state.cache.exposition() if state.cache is not None else b""
     return Response(
-        state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8"
+        state.metrics.exposition() + cache, media_type="text/plain; version=0.0.4; charset=utf-8"
     )
