@@ -7,6 +7,8 @@ predictions (half and half) to models drawn at random for ``--seconds``, while o
 connection scrapes ``GET /metrics`` every ``--scrape-every`` seconds. Reported per variant:
 requests/s, every non-2xx by status, p50/p99, the ``/metrics`` answers and their latency,
 the API process's resident memory at the end, and how many lines it logged meanwhile.
+Then the idle phase: an API process holding every model in memory, with no worker and no
+requests, and its CPU use over ``--idle-seconds`` (the cost of its periodic cache check).
 
 Variants, each in one run on the same machine:
 
@@ -258,6 +260,49 @@ async def run_variant(
     return res
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def idle_cpu(src: Path, args: argparse.Namespace) -> float:
+    """CPU % of an API process holding ``--models`` models in memory and doing nothing else
+    (no worker, no requests) over ``--idle-seconds``: the cost of its periodic cache check."""
+    prefix = f"bench-load-{uuid.uuid4().hex[:8]}"
+    env = {"STREAMLEARN_REDIS_URL": args.redis, "STREAMLEARN_KEY_PREFIX": prefix}
+    port = free_port()
+    logs = Path(tempfile.mkdtemp(prefix="bench-load-"))
+    api = start(
+        src,
+        ["-m", "service.cli", "api", "--port", str(port), "--log-level", "warning"],
+        env,
+        logs / "api.log",
+    )
+    try:
+        await wait_healthy(port)
+        await create_models(port, args.models)
+        body = orjson.dumps({"features": {"f1": 1.0}})
+        names = iter(range(args.models))
+
+        async def touch() -> None:
+            c = await Conn(port).open()
+            for i in names:
+                status, data = await c.request("POST", f"/models/m{i}/predict", body)
+                assert status == 200, data
+            c.close()
+
+        await asyncio.gather(*(touch() for _ in range(16)))
+        await asyncio.sleep(3.0)
+        t, cpu = time.monotonic(), cpu_seconds(api.pid)
+        await asyncio.sleep(args.idle_seconds)
+        return 100.0 * (cpu_seconds(api.pid) - cpu) / (time.monotonic() - t)
+    finally:
+        stop(api)
+        cleanup(args.redis, prefix)
+        shutil.rmtree(logs, ignore_errors=True)
+
+
 def cleanup(url: str, prefix: str) -> None:
     import redis
 
@@ -309,6 +354,11 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"running {name} ({src}) …", file=sys.stderr)
         results.append(await run_variant(name, src, args, env))
     report(results, args)
+    if args.idle_seconds > 0:
+        print(f"\nidle API CPU with {args.models} models in memory, {args.idle_seconds:g} s\n")
+        print("| variant | API CPU % |\n|---|---|")
+        for name, src, _ in variants[:2]:  # baseline (if any) and ours
+            print(f"| {name} | {await idle_cpu(src, args):.1f} |")
 
 
 def main() -> None:
@@ -318,6 +368,7 @@ def main() -> None:
     p.add_argument("--conns", type=int, default=256)
     p.add_argument("--seconds", type=float, default=30.0)
     p.add_argument("--scrape-every", type=float, default=1.0)
+    p.add_argument("--idle-seconds", type=float, default=20.0, help="0: skip the idle phase")
     p.add_argument("--baseline-src", default=None, help="another source tree to compare with")
     p.add_argument("--quick", action="store_true", help="200 models, 64 connections, 8 s")
     args = p.parse_args()

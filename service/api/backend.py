@@ -125,6 +125,11 @@ class Backend:
             return 0
         return int(h)
 
+    async def heads(self, names: Sequence[str]) -> dict[str, int]:
+        """The head of each model that exists (0 before the first version), pipelined."""
+        heads = await self.store.heads(list(names))
+        return {m: 0 if h is None else int(h) for m, h in heads.items()}
+
     async def exists(self, m: str) -> bool:
         return bool(await self.store.exists(m))
 

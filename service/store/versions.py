@@ -8,6 +8,7 @@ rollback can reset the learner) and ``serving`` (the served weights, what the AP
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,25 @@ class VersionOps(StoreBase):
         """The version predictions use, or None before the first publish."""
         h = await self.client.get(self.keys.head(m))
         return int(h) if h is not None else None
+
+    @guarded
+    async def heads(self, names: Sequence[str], chunk: int = 1000) -> dict[str, int | None]:
+        """:meth:`head` of many models, pipelined (``chunk`` models per round trip); a model
+        that does not exist is left out (its spec is read in the same round trip)."""
+        k = self.keys
+        out: dict[str, int | None] = {}
+        for lo in range(0, len(names), chunk):
+            part = names[lo : lo + chunk]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for m in part:
+                    pipe.get(k.head(m))
+                    pipe.exists(k.spec(m))
+                replies = await pipe.execute()
+            for i, m in enumerate(part):
+                h, exists = replies[2 * i], replies[2 * i + 1]
+                if exists:
+                    out[m] = int(h) if h is not None else None
+        return out
 
     @guarded
     async def list_versions(self, m: str) -> list[VersionInfo]:

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from service.settings import Settings
-from tests.api.conftest import running
+from tests.api.conftest import eventually, running
 
 SPEC: dict[str, Any] = {"algorithm": "perceptron", "hashing": False, "dim": 1000}
 BYTES_PER_MODEL = 1000 * 8 + 8  # W float64 (dim,) and the bias
@@ -80,3 +80,23 @@ async def test_the_model_cache_is_bounded_by_bytes_lru(mem_settings: Settings) -
         loads = cache.loads
         await predict(c, "b")
         assert cache.loads == loads + 1 and "b" in cache.entries
+
+
+async def test_a_model_deleted_elsewhere_leaves_the_cache(mem_settings: Settings) -> None:
+    """The periodic check (pipelined over every cached model) notices a deletion made through
+    another API process and evicts the model: its predictions become 404s."""
+    async with running(mem_settings) as (app, a), running(mem_settings) as (_, b):
+        assert (await a.put("/models/gone", json=SPEC)).status_code == 201
+        assert (await a.put("/models/kept", json=SPEC)).status_code == 201
+        await predict(a, "gone")
+        await predict(a, "kept")
+        assert (await b.delete("/models/gone")).status_code == 204
+
+        async def evicted() -> bool:
+            return "gone" not in app.state.sl.cache.entries
+
+        assert await eventually(evicted)
+        assert (
+            await a.post("/models/gone/predict", json={"features": {"0": 1.0}})
+        ).status_code == 404
+        assert "kept" in app.state.sl.cache.entries
