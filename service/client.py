@@ -46,7 +46,7 @@ class Prediction(TypedDict):
     score: float
     margin: float
     version: int
-    prediction_id: str
+    prediction_id: str | None  # None when nothing was kept for feedback
 
 
 class Drift(TypedDict):
@@ -300,8 +300,12 @@ class _Requests:
         )
 
     @staticmethod
-    def predict(name: str, examples: Example | Sequence[Example]) -> _Request:
-        return _Request("POST", _model_path(name, "predict"), json=_examples_body(examples, None))
+    def predict(
+        name: str, examples: Example | Sequence[Example], feedback: bool = True
+    ) -> _Request:
+        params = None if feedback else {"feedback": "false"}
+        body = _examples_body(examples, None)
+        return _Request("POST", _model_path(name, "predict"), json=body, params=params)
 
     @staticmethod
     def feedback(name: str, prediction_id: str, label: Any) -> _Request:
@@ -410,14 +414,16 @@ class Client:
         return self._send(_Requests.learn_raw(name, data, fmt, wait))
 
     @overload
-    def predict(self, name: str, examples: Example) -> Prediction: ...
+    def predict(self, name: str, examples: Example, feedback: bool = True) -> Prediction: ...
     @overload
-    def predict(self, name: str, examples: Sequence[Example]) -> list[Prediction]: ...
     def predict(
-        self, name: str, examples: Example | Sequence[Example]
+        self, name: str, examples: Sequence[Example], feedback: bool = True
+    ) -> list[Prediction]: ...
+    def predict(
+        self, name: str, examples: Example | Sequence[Example], feedback: bool = True
     ) -> Prediction | list[Prediction]:
         """One example in, one answer out; a list in, a list out."""
-        out = self._send(_Requests.predict(name, examples))
+        out = self._send(_Requests.predict(name, examples, feedback))
         return _unwrap_predictions(examples, out)
 
     def predict_text(self, name: str, text: str) -> Prediction:
@@ -524,13 +530,15 @@ class AsyncClient:
         return await self._send(_Requests.learn_raw(name, data, fmt, wait))
 
     @overload
-    async def predict(self, name: str, examples: Example) -> Prediction: ...
+    async def predict(self, name: str, examples: Example, feedback: bool = True) -> Prediction: ...
     @overload
-    async def predict(self, name: str, examples: Sequence[Example]) -> list[Prediction]: ...
     async def predict(
-        self, name: str, examples: Example | Sequence[Example]
+        self, name: str, examples: Sequence[Example], feedback: bool = True
+    ) -> list[Prediction]: ...
+    async def predict(
+        self, name: str, examples: Example | Sequence[Example], feedback: bool = True
     ) -> Prediction | list[Prediction]:
-        out = await self._send(_Requests.predict(name, examples))
+        out = await self._send(_Requests.predict(name, examples, feedback))
         return _unwrap_predictions(examples, out)
 
     async def predict_text(self, name: str, text: str) -> Prediction:

@@ -73,6 +73,12 @@ class PayloadTooLarge(StreamlearnError):
     code = "payload_too_large"
 
 
+class BodyTimeout(StreamlearnError):
+    """The request body did not arrive within ``body_timeout_s`` (a stalled upload)."""
+
+    code = "body_timeout"
+
+
 class UnsupportedMediaType(StreamlearnError):
     code = "unsupported_media_type"
 

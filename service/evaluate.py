@@ -269,7 +269,11 @@ def build_spec(
     transform: str | None = None,
 ) -> ModelSpec:
     """The model spec an evaluation runs, from the command's options (InvalidSpec if bad)."""
-    d: dict[str, Any] = {"params": dict(params), "hashing": hashing, "normalize": normalize}
+    d: dict[str, Any] = {
+        "params": {k: _literal(v) for k, v in params.items()},
+        "hashing": hashing,
+        "normalize": normalize,
+    }
     if transform is not None:  # unset: the preset's (or "none")
         d["transform"] = transform
     if algorithm is not None:
@@ -480,9 +484,29 @@ def dropped_summary(dropped: Mapping[str, int]) -> str:
     return ", ".join(f"{k} ({n:,} line{'s' if n != 1 else ''})" for k, n in dropped.items())
 
 
+def _literal(value: Any) -> Any:
+    """A command-line string as the JSON value it spells (``"0.5"`` → 0.5, ``"true"`` → True,
+    ``"hinge"`` stays a string): a spec takes numbers as numbers, never as strings.
+
+    >>> [_literal(v) for v in ("0.5", "3", "true", "False", "hinge", 2)]
+    [0.5, 3, True, False, 'hinge', 2]
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            continue
+    return value
+
+
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
-    """``["C=0.5", "projection=true"]`` → ``{"C": "0.5", ...}``: strings, which the registry
-    coerces to each parameter's type (and validates)."""
+    """``["C=0.5", "projection=true"]`` → ``{"C": "0.5", ...}``: strings, which
+    :func:`build_spec` reads as the values they spell (and the spec validates)."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")

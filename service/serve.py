@@ -76,7 +76,7 @@ async def _make_worker(settings: Settings) -> tuple[Any, Callable[[], Any]]:
     from service.store import Keys, Store, connect
     from workers.trainer import Worker
 
-    client = connect(settings)
+    client = connect(settings, worker=True)
     store = Store(client, Keys(settings.key_prefix), settings)
     worker = Worker(settings, store)
 
@@ -217,8 +217,15 @@ def _serve(settings: Settings, *, embedded: Kind | None, say: Say, log_level: st
         say(f"Docs:      {u['docs']}")
         say(f"Dashboard: {u['dashboard']}")
         say("Press Ctrl-C to stop.")
+        from service.api.server import uvicorn_options  # our JSON answer to malformed HTTP
+
         config = uvicorn.Config(
-            app, host=settings.host, port=settings.port, log_level=log_level, lifespan="on"
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=log_level,
+            lifespan="on",
+            **uvicorn_options(),
         )
         server = uvicorn.Server(config)
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises Ctrl-C once it is done

@@ -28,9 +28,35 @@ class Settings(BaseSettings):
     data_dir: str = Field(
         default=".streamlearn", description="Where the embedded Redis keeps its data."
     )
+    redis_max_connections: int = Field(
+        default=256,
+        ge=1,
+        description="Size of each process's Redis connection pool; a request that finds it "
+        "full waits up to redis_pool_timeout_s for a connection.",
+    )
+    redis_pool_timeout_s: float = Field(
+        default=1.0, gt=0, description="Longest wait for a free pooled connection (then 503)."
+    )
+    redis_timeout_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Socket connect and read timeout of the API's Redis calls: a hung Redis "
+        "answers 503 within about this long.",
+    )
+    redis_worker_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="The same for the worker, whose commits carry a whole state.",
+    )
 
     # --- ingest limits (the API answers 413/422/429 past them) ----------------------------
     max_body_bytes: int = 32 * 1024 * 1024
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body must arrive whole within this many seconds of the "
+        "handler starting to read it (a stalled upload answers 408).",
+    )
     max_batch: int = 10_000
     max_features: int = 100_000
     max_text_chars: int = 1_000_000
@@ -60,3 +86,10 @@ class Settings(BaseSettings):
         "admin; empty means an open service.",
     )
     cache_check_s: float = 2.0
+    model_cache_bytes: int = Field(
+        default=1 << 30,
+        ge=0,
+        description="Bound on the weights each API process keeps in memory (estimated bytes "
+        "of the served arrays); past it the least recently used models are evicted and "
+        "reloaded on their next use. 0 = no bound.",
+    )

@@ -59,7 +59,7 @@ async def run_worker(settings: Settings, burst: bool = False, handle_signals: bo
     """Run one worker until it stops; the process exit code."""
     from service.store import Store
 
-    store = Store.open(settings)
+    store = Store.open(settings, worker=True)
     worker = Worker(settings, store)
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)

@@ -47,6 +47,7 @@ from service.errors import (
     StoreUnavailable,
 )
 from service.learning.quality import LINKS, QualityTracker
+from service.outage import Outage
 from service.settings import Settings
 from service.store import DeadLetter, Lease, Quality, StateBlob, Store, StreamEntry
 from service.store.base import parse_id
@@ -158,6 +159,7 @@ class Worker:
         self.held: dict[str, Held] = {}
         self._stopping = asyncio.Event()
         self._next_maintain = 0.0
+        self._outage = Outage(log, f"worker {self.worker_id}")
         self._skip_until: dict[str, float] = {}  # models whose spec cannot be built
         self._reader = Reader(store, settings.read_count, settings.block_ms)
         self.stats: dict[str, float] = {
@@ -206,10 +208,12 @@ class Worker:
                     if burst and not read and await self._caught_up():
                         break
                     outage = 0
+                    self._outage.came_back()
                 except StoreUnavailable as e:
-                    # back off 0.2 s, 0.4 s, ... up to 5 s, so an outage is a few log lines
+                    # back off 0.2 s, 0.4 s, ... up to 5 s; logged once when Redis goes away
+                    # and once when it is back (service/outage.py), not per retry
                     delay = min(5.0, max(s.block_ms, 200) / 1000 * 2**outage)
-                    log.warning("Redis unavailable (%s); retrying in %.1f s", e, delay)
+                    self._outage.went_down(e.message)
                     outage = min(outage + 1, 10)
                     await self._pause(delay)
         finally:

@@ -54,6 +54,16 @@ def _lifespan(state: AppState) -> Any:
         client = connect(settings)
         store = Store(client, Keys(settings.key_prefix), settings)
         state.backend = Backend(store, settings)
+        state.drift = {}
+        state.batcher = Batcher(state.backend)
+
+        def forget(m: str) -> None:  # a model left the cache: drop all the process keeps for it
+            assert state.backend is not None and state.batcher is not None
+            assert state.drift is not None
+            state.backend.forget(m)
+            state.batcher.forget(m)
+            state.drift.pop(m, None)
+
         state.cache = ModelCache(
             state.backend,
             default_ttl=settings.feedback_ttl_s,
@@ -62,9 +72,10 @@ def _lifespan(state: AppState) -> Any:
                 "max_features": settings.max_features,
                 "max_text_chars": settings.max_text_chars,
             },
+            max_bytes=settings.model_cache_bytes,
+            on_evict=forget,
+            outage=state.outage,
         )
-        state.drift = {}
-        state.batcher = Batcher(state.backend)
         warn_if_open(state.auth)
         # numba and numpy leave millions of long-lived objects behind at import; without this,
         # every full collection walks them all (a stall of a few hundred ms under load).
@@ -133,7 +144,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     _include_dashboard(app)
     app.add_middleware(FastPath, routes=_hot_routes())  # innermost (added first)
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+    )
     app.add_middleware(LatencyMiddleware, metrics=state.metrics)
     return app
 

@@ -92,11 +92,10 @@ class Backend:
             if ttl is not None:
                 await kept.set_ttl(self.client, self.keys, m, ttl)
             return True
-        current = await kept.get_ttl(self.client, self.keys, m)
-        if ttl is not None and ttl != (current or self.settings.feedback_ttl_s):
+        current = self.ttl(await kept.get_ttl(self.client, self.keys, m))
+        if ttl is not None and ttl != current:
             raise SpecConflict(
-                f"model {m!r} exists with feedback_ttl={current or self.settings.feedback_ttl_s}, "
-                f"not {ttl}",
+                f"model {m!r} exists with feedback_ttl={current}, not {ttl}",
                 field="feedback_ttl",
             )
         return False
@@ -114,6 +113,10 @@ class Backend:
             return False
         return same
 
+    def ttl(self, stored: int | None) -> int:
+        """A model's feedback TTL: its own (0 = keep nothing), else the default."""
+        return self.settings.feedback_ttl_s if stored is None else stored
+
     async def spec(self, m: str) -> tuple[Any, int | None]:
         spec = spec_from_dict(await self.store.get_spec(m))
         return spec, await kept.get_ttl(self.client, self.keys, m)
@@ -123,7 +126,7 @@ class Backend:
         return {
             "name": m,
             "spec": spec.to_dict(),
-            "feedback_ttl": ttl or self.settings.feedback_ttl_s,
+            "feedback_ttl": self.ttl(ttl),
             "version": await self.head(m),
         }
 
@@ -148,6 +151,10 @@ class Backend:
 
             appender = self._appenders[m] = Coalescer(flush)
         return await appender.submit((batch, ids))
+
+    def forget(self, m: str) -> None:
+        """Drop ``m``'s append coalescer (evicted from the cache)."""
+        self._appenders.pop(m, None)
 
     async def append_groups(
         self, m: str, batch: Batch, ids: Sequence[str | None], sizes: Sequence[int]
@@ -203,6 +210,11 @@ class Backend:
                 raise ModelNotFound(f"model {m!r} does not exist", field="model")
             return 0
         return int(h)
+
+    async def heads(self, names: Sequence[str]) -> dict[str, int]:
+        """The head of each model that exists (0 before the first version), pipelined."""
+        heads = await self.store.heads(list(names))
+        return {m: 0 if h is None else int(h) for m, h in heads.items()}
 
     async def exists(self, m: str) -> bool:
         return bool(await self.store.exists(m))
@@ -277,7 +289,15 @@ class Backend:
 
     # --- monitoring --------------------------------------------------------------------------
     async def metrics(self, m: str) -> dict[str, Any]:
-        row = (await self.store.metrics(m)).as_dict()
+        return self._metrics_row((await self.store.metrics(m)).as_dict())
+
+    async def metrics_many(self, names: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+        """Every listed model's metrics, read in pipelined batches (deleted ones left out)."""
+        rows = await self.store.metrics_many(list(names))
+        return [(m, self._metrics_row(r.as_dict())) for m, r in rows.items()]
+
+    @staticmethod
+    def _metrics_row(row: dict[str, Any]) -> dict[str, Any]:
         last = row.get("last_update")
         if isinstance(last, int | float) and last > 1e11:  # ms → s
             row["last_update"] = last / 1000.0

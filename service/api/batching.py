@@ -23,7 +23,7 @@ from service.learning.features import Batch
 SMALL = 64  # requests with at most this many examples are micro-batched
 
 IngestItem = tuple[Any, list[Any], list[str | None]]  # featurizer, examples, ids
-PredictItem = tuple[Served, list[Any]]
+PredictItem = tuple[Served, list[Any], bool]  # served, examples, keep features for feedback
 
 
 def featurize_group(
@@ -55,8 +55,9 @@ def featurize_group(
     return None, [], errors
 
 
-def answers(served: Served, batch: Batch, group: str) -> list[dict[str, Any]]:
-    """One answer per row; prediction ids are ``<group>-<row>`` (see store/feedback.py)."""
+def answers(served: Served, batch: Batch, group: str | None) -> list[dict[str, Any]]:
+    """One answer per row; prediction ids are ``<group>-<row>`` (see store/feedback.py), or
+    None when ``group`` is None (nothing kept for feedback)."""
     model = served.model
     margins = np.asarray(model.margins(batch), dtype=np.float64)
     proba = np.asarray(model.proba(batch), dtype=np.float64)
@@ -73,7 +74,7 @@ def answers(served: Served, batch: Batch, group: str) -> list[dict[str, Any]]:
                 "score": float(min(1.0, max(0.0, p))),
                 "margin": float(m),
                 "version": version,
-                "prediction_id": f"{group}-{i}",
+                "prediction_id": None if group is None else f"{group}-{i}",
             }
         )
     return out
@@ -99,6 +100,11 @@ class Batcher:
         self.backend = backend
         self._ingest: dict[str, Coalescer[IngestItem, Appended]] = {}
         self._predict: dict[str, Coalescer[PredictItem, list[dict[str, Any]]]] = {}
+
+    def forget(self, m: str) -> None:
+        """Drop ``m``'s queues (evicted from the cache; a busy queue finishes on its own)."""
+        self._ingest.pop(m, None)
+        self._predict.pop(m, None)
 
     async def ingest(
         self, m: str, featurizer: Any, examples: list[Any], ids: list[str | None]
@@ -143,7 +149,9 @@ class Batcher:
                 outcomes[positions[g]] = outcome
         return outcomes
 
-    async def predict(self, m: str, served: Served, examples: list[Any]) -> list[dict[str, Any]]:
+    async def predict(
+        self, m: str, served: Served, examples: list[Any], keep: bool = True
+    ) -> list[dict[str, Any]]:
         q = self._predict.get(m)
         if q is None:
 
@@ -153,17 +161,17 @@ class Batcher:
                 return await self._flush_predict(m, items)
 
             q = self._predict[m] = Coalescer(flush)
-        return await q.submit((served, examples))
+        return await q.submit((served, examples, keep))
 
     async def _flush_predict(
         self, m: str, items: list[PredictItem]
     ) -> list[list[dict[str, Any]] | BaseException]:
         outcomes: list[list[dict[str, Any]] | BaseException] = [[] for _ in items]
-        by_served: dict[int, list[int]] = {}
-        for pos, (served, _) in enumerate(items):  # a swap mid-queue: score with each's own
-            by_served.setdefault(id(served), []).append(pos)
+        by_served: dict[tuple[int, bool], list[int]] = {}
+        for pos, (served, _, keep) in enumerate(items):  # a swap mid-queue: each's own model
+            by_served.setdefault((id(served), keep), []).append(pos)
         keeps: list[tuple[str, str, Batch, int]] = []
-        for positions in by_served.values():
+        for (_, keep), positions in by_served.items():
             served = items[positions[0]][0]
             groups = [items[pos][1] for pos in positions]
             batch, alive, errors = featurize_group(served.featurizer, groups, labels=False)
@@ -171,9 +179,10 @@ class Batcher:
                 outcomes[positions[g]] = err
             if batch is None:
                 continue
-            group = uuid.uuid4().hex
+            group = uuid.uuid4().hex if keep else None
             scored = answers(served, batch, group)
-            keeps.append((m, group, batch, served.feedback_ttl))
+            if group is not None:
+                keeps.append((m, group, batch, served.feedback_ttl))
             start = 0
             for g in alive:
                 n = len(groups[g])

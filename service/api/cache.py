@@ -10,6 +10,13 @@ keep the cache fresh:
   store, in case a message was missed (pub/sub is fire-and-forget) or the model was deleted.
 
 A model with no version yet is served from zero weights as version 0.
+
+Memory is bounded: nothing is created for a model that does not exist (its load fails before
+anything is kept), and the cache holds at most ``max_bytes`` of weights (the estimated bytes
+of each served model's arrays; 0 = no bound). Past the bound the least recently used models
+are evicted — with every per-model structure of the process (``on_evict``) — and simply
+loaded again on their next use. The model just loaded is always kept, even alone over the
+bound.
 """
 
 from __future__ import annotations
@@ -18,12 +25,17 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from service.api.backend import Backend
 from service.errors import ModelNotFound, StoreUnavailable
 from service.learning.linear import LinearModel
+from service.outage import Outage
 
 log = logging.getLogger("streamlearn.api")
 
@@ -37,8 +49,15 @@ class Served:
     featurizer: Any
     model: LinearModel
     version: int
-    feedback_ttl: int
+    feedback_ttl: int  # 0: predictions keep nothing for feedback
     loaded_at: float
+    nbytes: int = 0  # estimated bytes of the served weights (what the cache bound counts)
+
+
+def weights_bytes(model: LinearModel) -> int:
+    """The bytes of a served model's arrays (its weights and biases)."""
+    b = model.b
+    return int(model.W.nbytes) + (int(b.nbytes) if isinstance(b, np.ndarray) else 8)
 
 
 class ModelCache:
@@ -49,14 +68,22 @@ class ModelCache:
         default_ttl: int,
         check_s: float,
         limits: dict[str, int] | None = None,
+        max_bytes: int = 0,
+        on_evict: Callable[[str], None] | None = None,
+        outage: Outage | None = None,
     ) -> None:
         self.backend = backend
         self.default_ttl = default_ttl
         self.check_s = check_s
         self.limits = dict(limits or {})
-        self.entries: dict[str, Served] = {}
+        self.max_bytes = max_bytes
+        self.on_evict = on_evict
+        self.outage = outage or Outage(log, "API")
+        self.entries: OrderedDict[str, Served] = OrderedDict()  # least recently used first
+        self.bytes = 0  # sum of the entries' nbytes
         self._locks: dict[str, asyncio.Lock] = {}
         self.loads = 0  # versions loaded (tests and metrics read it)
+        self.evictions = 0
         self.stopping = asyncio.Event()
         self._announced: dict[str, asyncio.Event] = {}
 
@@ -64,12 +91,33 @@ class ModelCache:
         """The served state of ``m``; loads it (once) on first use."""
         entry = self.entries.get(m)
         if entry is not None:
+            self.entries.move_to_end(m)  # most recently used
             return entry
-        async with self._lock(m):
-            entry = self.entries.get(m)
-            if entry is None:
-                entry = await self._load(m, None)
-            return entry
+        lock = self._lock(m)
+        try:
+            async with lock:
+                entry = self.entries.get(m)
+                if entry is None:
+                    entry = await self._load(m, None)
+                return entry
+        finally:
+            if m not in self.entries and self._locks.get(m) is lock:
+                del self._locks[m]  # unknown model, or the load failed: keep nothing
+
+    def exposition(self) -> bytes:
+        """This process's cache in Prometheus text format: what serving models costs here."""
+        rows = (
+            ("models", "gauge", "Models held in this API process's memory", len(self.entries)),
+            ("bytes", "gauge", "Estimated bytes of the served weights held", self.bytes),
+            ("max_bytes", "gauge", "The bound on those bytes (0: none)", self.max_bytes),
+            ("loads_total", "counter", "Versions loaded into memory", self.loads),
+            ("evictions_total", "counter", "Models evicted by the memory bound", self.evictions),
+        )
+        out = []
+        for name, kind, text, value in rows:
+            full = f"streamlearn_cache_{name}"
+            out.append(f"# HELP {full} {text}\n# TYPE {full} {kind}\n{full} {value}\n")
+        return "".join(out).encode()
 
     def announcement(self, m: str) -> asyncio.Event:
         """An event set when ``m``'s events channel next announces a version (after the cache
@@ -85,7 +133,26 @@ class ModelCache:
             event.set()
 
     def evict(self, m: str) -> None:
-        self.entries.pop(m, None)
+        """Forget ``m`` and everything the process keeps for it."""
+        entry = self.entries.pop(m, None)
+        if entry is not None:
+            self.bytes -= entry.nbytes
+        self._locks.pop(m, None)
+        if self.on_evict is not None:
+            self.on_evict(m)
+
+    def _keep(self, entry: Served) -> None:
+        """Store ``entry`` as the most recently used; evict the least recently used ones
+        while the bound is exceeded (never ``entry`` itself)."""
+        old = self.entries.pop(entry.name, None)
+        if old is not None:
+            self.bytes -= old.nbytes
+        self.entries[entry.name] = entry
+        self.bytes += entry.nbytes
+        while self.max_bytes and self.bytes > self.max_bytes and len(self.entries) > 1:
+            oldest = next(iter(self.entries))
+            self.evict(oldest)
+            self.evictions += 1
 
     async def refresh(self, m: str) -> None:
         """Swap ``m`` to its current head if it changed (only for models already cached)."""
@@ -102,7 +169,7 @@ class ModelCache:
                 return
             if head < entry.version:  # versions restart only when the model was re-created
                 self.evict(m)  # (maybe with another spec): reload everything on next use
-            elif head != entry.version:
+            elif head != entry.version and self.entries.get(m) is entry:
                 await self._load(m, entry)
 
     def _lock(self, m: str) -> asyncio.Lock:
@@ -122,8 +189,23 @@ class ModelCache:
             model = await self.backend.serving(m, head)
         else:
             model = spec.build_learner().serving()
-        entry = Served(m, spec, featurizer, model, head, ttl or self.default_ttl, time.time())
-        self.entries[m] = entry
+        entry = Served(
+            m,
+            spec,
+            featurizer,
+            model,
+            head,
+            self.default_ttl if ttl is None else ttl,
+            time.time(),
+            weights_bytes(model),
+        )
+        if old is not None and self.entries.get(m) is not old:
+            return entry  # evicted while loading: serve this request, keep nothing
+        if old is not None:  # a head swap keeps the model's place in the LRU order
+            self.bytes += entry.nbytes - old.nbytes
+            self.entries[m] = entry
+        else:
+            self._keep(entry)
         self.loads += 1
         return entry
 
@@ -146,15 +228,39 @@ class ModelCache:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
+    async def _check_all(self) -> None:
+        """Every cached head against the store in pipelined reads (one round trip per 1,000
+        models, not one per model: the idle cost of many cached models); only models whose
+        head moved, or that were deleted, are touched."""
+        names = list(self.entries)
+        heads = await self.backend.heads(names)
+        for m in names:
+            entry = self.entries.get(m)
+            if entry is None:
+                continue
+            head = heads.get(m)
+            if head is None:  # deleted
+                self.evict(m)
+            elif head != entry.version:
+                try:
+                    await self.refresh(m)
+                except (asyncio.CancelledError, StoreUnavailable):
+                    raise
+                except Exception:  # a bug with this model: say so, check the others
+                    log.exception("cache check of %s failed", m)
+
     async def check(self) -> None:
-        """Periodic safety net: compare every cached head with the store."""
+        """Periodic safety net: compare every cached head with the store. While Redis is
+        down a round stops at the first failure (the outage is logged once, not per model)
+        and, with nothing cached, a PING tells when it is back."""
         while not self.stopping.is_set():
             await self._pause(self.check_s)
-            for m in list(self.entries):
-                with contextlib.suppress(StoreUnavailable):
-                    try:
-                        await self.refresh(m)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        log.exception("cache check of %s failed", m)
+            try:
+                if not self.entries and self.outage.down:
+                    if await self.backend.ping():
+                        self.outage.came_back()
+                    continue
+                await self._check_all()
+                self.outage.came_back()
+            except StoreUnavailable as exc:
+                self.outage.went_down(exc.message)

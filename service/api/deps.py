@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -14,6 +15,7 @@ from service.api.batching import Batcher
 from service.api.cache import ModelCache
 from service.api.drift import DriftTracker
 from service.api.prom import Metrics
+from service.outage import Outage
 from service.settings import Settings
 
 
@@ -29,6 +31,9 @@ class AppState:
     drift: dict[str, DriftTracker] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     batcher: Batcher | None = None
+    outage: Outage = field(
+        default_factory=lambda: Outage(logging.getLogger("streamlearn.api"), "API")
+    )
 
 
 def app_state(request: Request) -> AppState:

@@ -29,6 +29,7 @@ STATUS: dict[type[e.StreamlearnError], int] = {
     e.PredictionNotFound: 404,
     e.SpecConflict: 409,
     e.CommitConflict: 409,
+    e.BodyTimeout: 408,
     e.PayloadTooLarge: 413,
     e.UnsupportedMediaType: 415,
     e.InvalidSpec: 422,
@@ -47,6 +48,7 @@ HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     406: "not_acceptable",
+    408: "body_timeout",
     413: "payload_too_large",
     415: "unsupported_media_type",
 }
@@ -104,14 +106,26 @@ def error_response(
         hdrs.setdefault("Retry-After", RETRY_AFTER_S[status])
     if status == 401:
         hdrs.setdefault("WWW-Authenticate", "Bearer")
+    if status == 408:  # the rest of the body may still come: do not read it as a request
+        hdrs.setdefault("Connection", "close")
     return FastJSON({"error": body}, status_code=status, headers=hdrs)
 
 
-async def domain_error(_: Request, exc: Exception) -> FastJSON:
+def _outage(request: Request, reason: str) -> None:
+    """An outage is logged once, when it starts (and once when it ends, by the cache check):
+    not a line per failed request, and never a traceback."""
+    state = getattr(request.app.state, "sl", None)
+    if state is not None:
+        state.outage.went_down(reason)
+    else:  # pragma: no cover - an app without our state
+        log.warning("Redis unreachable: %s", reason)
+
+
+async def domain_error(request: Request, exc: Exception) -> FastJSON:
     assert isinstance(exc, e.StreamlearnError)
     status = status_of(exc)
     if isinstance(exc, e.StoreUnavailable):
-        log.warning("store unavailable: %s", exc.message)  # an outage, not a bug: no traceback
+        _outage(request, exc.message)
     elif status >= 500:
         log.error("store error: %s", exc.message, exc_info=exc)
     return error_response(status, exc.code, describe(exc), field=exc.field, index=exc.index)
@@ -160,7 +174,7 @@ async def unexpected_error(request: Request, exc: Exception) -> FastJSON:
     """Last resort: a Redis outage the store did not translate is a 503; anything else a bug."""
     name = type(exc).__name__
     if type(exc).__module__.startswith("redis") and name in _REDIS_DOWN:
-        log.warning("Redis unreachable: %s", name)
+        _outage(request, name)
         return error_response(503, e.StoreUnavailable.code, "the store (Redis) is unreachable")
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "internal server error (logged)")

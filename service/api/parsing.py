@@ -127,7 +127,12 @@ def parse_ndjson(raw: bytes) -> list[Any]:
     return out
 
 
+MAX_INDEX_DIGITS = 19  # an svmlight index is an integer below 2**63
+
+
 def _number(text: str) -> int | float | str:
+    if len(text) > 40:  # no label is a 40-digit number; int() of 5,000 digits raises
+        return text
     try:
         return int(text)
     except ValueError:
@@ -138,19 +143,25 @@ def _number(text: str) -> int | float | str:
 
 
 def parse_svmlight(raw: bytes) -> list[Any]:
-    """``LABEL idx:val idx:val ...``; indices become feature names (strings) as given."""
+    """``LABEL idx:val idx:val ...``; indices become feature names (strings) as given.
+
+    Lines end at ``\n`` only and tokens are split on ASCII whitespace only (the split is done
+    on bytes), so Unicode separators such as U+2028 stay inside their token instead of
+    silently starting a new example.
+    """
     try:
-        text = raw.decode()
+        raw.decode()
     except UnicodeDecodeError as exc:
         raise MalformedBody("svmlight body is not UTF-8", field="body") from exc
     out: list[Any] = []
-    for lineno, line in enumerate(text.splitlines()):
-        content = line.split("#", 1)[0].split()
+    for lineno, line in enumerate(raw.split(b"\n")):
+        content = line.split(b"#", 1)[0].split()
         if not content:
             continue
         i = len(out)
         features: dict[str, float] = {}
-        for tok in content[1:]:
+        for tok_b in content[1:]:
+            tok = tok_b.decode()
             name, sep, value = tok.rpartition(":")
             if not sep or not name:
                 raise MalformedBody(
@@ -160,6 +171,13 @@ def parse_svmlight(raw: bytes) -> list[Any]:
                 )
             if name == "qid":
                 continue
+            if len(name) > MAX_INDEX_DIGITS and name.isascii() and name.isdigit():
+                raise InvalidExample(
+                    f"line {lineno + 1}: feature index {name[:12]}… has {len(name)} digits; "
+                    f"an svmlight index is an integer below 2**63",
+                    field="features",
+                    index=i,
+                )
             try:
                 features[name] = float(value)
             except ValueError as exc:
@@ -168,7 +186,7 @@ def parse_svmlight(raw: bytes) -> list[Any]:
                     field=f"features.{name[:40]}",
                     index=i,
                 ) from exc
-        out.append({"label": _number(content[0]), "features": features})
+        out.append({"label": _number(content[0].decode()), "features": features})
     return out
 
 
@@ -222,12 +240,10 @@ def parse_examples(
             ids.append(None)
         elif isinstance(ident, str) and 0 < len(ident) <= MAX_ID_CHARS:
             ids.append(ident)
-        elif isinstance(ident, int) and not isinstance(ident, bool):
-            ids.append(str(ident))
-        else:
+        else:  # a number is refused: 7 and "7" would be one id (docs/api.md)
             raise InvalidExample(
-                f"id must be a non-empty string of at most {MAX_ID_CHARS} chars or an integer, "
-                f"got {str(ident)[:40]!r}",
+                f"id must be a non-empty string of at most {MAX_ID_CHARS} chars "
+                f'(a number is not an id: send "7", not 7), got {str(ident)[:40]!r}',
                 field="id",
                 index=i,
             )

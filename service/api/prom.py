@@ -85,7 +85,7 @@ class LatencyMiddleware:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
-        status = 500
+        status = 0  # no response sent: 500 if the app raised, 499 if the client hung up
 
         async def send_status(message: Message) -> None:
             nonlocal status
@@ -93,9 +93,13 @@ class LatencyMiddleware:
                 status = message["status"]
             await send(message)
 
+        failed = True
         try:
             await self.app(scope, receive, send_status)
+            failed = False
         finally:
+            if status == 0:
+                status = 500 if failed else 499  # (nginx's code for a client that went away)
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             self.metrics.observe(scope["method"], template, status, time.perf_counter() - start)

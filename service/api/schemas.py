@@ -58,7 +58,10 @@ class Prediction(BaseModel):
     score: float = Field(ge=0.0, le=1.0, description="P(positive) binary; P(label) multi-class")
     margin: float
     version: int
-    prediction_id: str
+    prediction_id: str | None = Field(
+        description="for feedback; null when nothing was kept (the model's feedback_ttl is 0, "
+        "or the request said ?feedback=false)"
+    )
 
 
 class Predictions(BaseModel):

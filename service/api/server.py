@@ -39,10 +39,18 @@ def run(
         workers=workers,
         log_level=log_level,
         access_log=False,
-        loop="uvloop" if _has("uvloop") else "asyncio",
-        http="httptools" if _has("httptools") else "h11",
         timeout_graceful_shutdown=5,
+        **uvicorn_options(),
     )
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """The event loop and HTTP parser we ship (tests run the server with the same)."""
+    return {
+        "loop": "uvloop" if _has("uvloop") else "asyncio",
+        # uvicorn's own parsers, answering unparseable HTTP in our JSON shape (wire.py)
+        "http": "service.api.wire:" + ("HttpToolsJSON" if _has("httptools") else "H11JSON"),
+    }
 
 
 def _has(module: str) -> bool:

@@ -97,19 +97,34 @@ def _number(name: str, value: Any) -> float:
     return v
 
 
+# The sane range of a positive hyper-parameter (C, learning rates, λ, penalties): smaller
+# values are subnormal-ish noise (1e-320 makes every step vanish), larger ones overflow the
+# weights within a few updates.
+MIN_PARAM = 1e-12
+MAX_PARAM = 1e12
+
+
 def positive(name: str, value: Any) -> float:
-    """A finite float > 0."""
+    """A finite float > 0, within [MIN_PARAM, MAX_PARAM]."""
     v = _number(name, value)
     if v <= 0:
         raise InvalidParameter(name, f"{name} must be > 0, got {value!r}")
+    if not MIN_PARAM <= v <= MAX_PARAM:
+        raise InvalidParameter(
+            name, f"{name} must be in [{MIN_PARAM:g}, {MAX_PARAM:g}], got {value!r}"
+        )
     return v
 
 
 def non_negative(name: str, value: Any) -> float:
-    """A finite float ≥ 0."""
+    """A finite float ≥ 0: 0, or within [MIN_PARAM, MAX_PARAM]."""
     v = _number(name, value)
     if v < 0:
         raise InvalidParameter(name, f"{name} must be >= 0, got {value!r}")
+    if v != 0 and not MIN_PARAM <= v <= MAX_PARAM:
+        raise InvalidParameter(
+            name, f"{name} must be 0 or in [{MIN_PARAM:g}, {MAX_PARAM:g}], got {value!r}"
+        )
     return v
 
 

@@ -88,9 +88,18 @@ def learner_class(name: str, n_classes: int = 2) -> type[Learner]:
 
 
 def make_learner(
-    name: str, dim: int, n_classes: int = 2, params: Mapping[str, Any] | None = None
+    name: str,
+    dim: int,
+    n_classes: int = 2,
+    params: Mapping[str, Any] | None = None,
+    *,
+    coerce: bool = True,
 ) -> Learner:
     """Build a learner by name, with its hyper-parameters validated eagerly.
+
+    With ``coerce`` (the default, for command lines and Python callers) strings are first
+    turned into each parameter's type (``"0.5"`` → 0.5); without it (a JSON spec) a string
+    where a number or a bool belongs is refused.
 
     Raises :class:`~service.errors.InvalidSpec` with ``field="algorithm"`` for an unknown
     algorithm and ``field="params.<name>"`` for an unknown or invalid hyper-parameter.
@@ -107,7 +116,7 @@ def make_learner(
                 f"unknown parameter {key!r} for {name}; expected one of {sorted(defaults)}",
                 field=f"params.{key}",
             )
-    kwargs = {k: _coerce(k, v, defaults[k]) for k, v in given.items()}
+    kwargs = {k: _coerce(k, v, defaults[k]) if coerce else v for k, v in given.items()}
     learner = cls(dim, n_classes, **kwargs)
     learner.set_thick(thick)
     return learner

@@ -431,7 +431,7 @@ def _params(algorithm: str, n_classes: int, value: Any) -> dict[str, Any]:
                 field=f"params.{k}",
             )
     try:
-        learner = make_learner(algorithm, 1, n_classes, dict(value))
+        learner = make_learner(algorithm, 1, n_classes, dict(value), coerce=False)
     except InvalidSpec:
         raise
     except (ValueError, TypeError) as e:

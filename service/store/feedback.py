@@ -40,6 +40,24 @@ def prediction_ids(group: str, n: int) -> list[str]:
     return [f"{group}-{i}" for i in range(n)]
 
 
+MAX_ROW_DIGITS = 9  # a kept group holds at most max_batch (≤ 10**9) rows
+
+
+def parse_prediction_id(pid: str) -> tuple[str, int] | None:
+    """``"<group>-<row>"`` → ``(group, row)``, or None when ``pid`` cannot be one of ours.
+
+    Strict: ``row`` is 1 to 9 ASCII digits (``str.isdigit`` alone would take '²' or '٣', which
+    ``int`` then refuses).
+
+    >>> parse_prediction_id("5f0c-12"), parse_prediction_id("5f0c-²"), parse_prediction_id("-1")
+    (('5f0c', 12), None, None)
+    """
+    group, _, row = pid.rpartition("-")
+    if not group or not 0 < len(row) <= MAX_ROW_DIGITS or not (row.isascii() and row.isdigit()):
+        return None
+    return group, int(row)
+
+
 def encode_batch(batch: Batch) -> bytes:
     return (
         _HEAD.pack(FORMAT, batch.n, batch.nnz)
@@ -88,12 +106,13 @@ async def keep_many(
 
 async def take(client: aioredis.Redis | Any, keys: Keys, m: str, pid: str) -> Batch:
     """The kept row of prediction ``pid`` (y = -1), or ``PredictionNotFound`` (unknown/expired)."""
-    group, _, row_s = pid.rpartition("-")
     unknown = PredictionNotFound(
         f"prediction_id {pid[:80]!r} is unknown or expired for model {m!r}", field="prediction_id"
     )
-    if not group or not row_s.isdigit():
+    parsed = parse_prediction_id(pid)
+    if parsed is None:
         raise unknown
+    group, row = parsed
     try:
         key = keys.prediction(m, group)
     except ValueError as exc:
@@ -105,7 +124,7 @@ async def take(client: aioredis.Redis | Any, keys: Keys, m: str, pid: str) -> Ba
     if raw is None:
         raise unknown
     try:
-        indices, data = decode_row(raw, int(row_s))
+        indices, data = decode_row(raw, row)
     except IndexError as exc:
         raise unknown from exc
     return Batch(

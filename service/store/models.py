@@ -34,6 +34,7 @@ from service.store.streams import StreamOps
 from service.store.versions import HISTORY_MAXLEN, QUALITY_FIGURES, VersionOps, decode_figures
 
 DEAD_MAXLEN = 1_000  # approximate (MAXLEN ~): the newest dead letters
+_METRIC_READS = 4  # commands per model queued by Store._queue_metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,9 +144,9 @@ class Store(StreamOps, VersionOps):
     """Every Redis operation of the service (async). Build with :meth:`open` or directly."""
 
     @classmethod
-    def open(cls, settings: Settings) -> Store:
-        """A store on ``connect(settings)`` with ``Keys(settings.key_prefix)``."""
-        return cls(connect(settings), Keys(settings.key_prefix), settings)
+    def open(cls, settings: Settings, *, worker: bool = False) -> Store:
+        """A store on ``connect(settings, worker=worker)`` with ``Keys(settings.key_prefix)``."""
+        return cls(connect(settings, worker=worker), Keys(settings.key_prefix), settings)
 
     # --- specs ---------------------------------------------------------------------------
     @guarded
@@ -228,10 +229,15 @@ class Store(StreamOps, VersionOps):
                 bool(int(await self._renew(keys=self._lease_keys(x), args=[x.token, ttl, x.epoch])))
                 for x in leases
             ]
-        pipe = self.client.pipeline(transaction=False)
-        for x in leases:
-            await self._renew(keys=self._lease_keys(x), args=[x.token, ttl, x.epoch], client=pipe)
-        return [bool(int(r)) for r in await pipe.execute()]
+        # ``async with``: a pipeline whose script loading fails (Redis down) must still give
+        # its connection back, or it is reported later as an unclosed client
+        async with self.client.pipeline(transaction=False) as pipe:
+            for x in leases:
+                await self._renew(
+                    keys=self._lease_keys(x), args=[x.token, ttl, x.epoch], client=pipe
+                )
+            replies = await pipe.execute()
+        return [bool(int(r)) for r in replies]
 
     @guarded
     async def release(self, lease: Lease) -> bool:
@@ -381,17 +387,45 @@ class Store(StreamOps, VersionOps):
     @guarded
     async def metrics(self, m: str) -> Metrics:
         """Counters, head version and lag of ``m`` in one round trip."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            self._queue_metrics(pipe, m)
+            row = self._metrics_of(m, await pipe.execute())
+        if row is None:
+            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+        return row
+
+    @guarded
+    async def metrics_many(self, names: Sequence[str], chunk: int = 500) -> dict[str, Metrics]:
+        """:meth:`metrics` of many models, ``chunk`` models per pipelined round trip, one
+        round trip at a time (never one concurrent call per model: that drains the pool).
+        Models that do not exist (deleted meanwhile) are left out."""
+        out: dict[str, Metrics] = {}
+        for lo in range(0, len(names), chunk):
+            part = names[lo : lo + chunk]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for m in part:
+                    self._queue_metrics(pipe, m)
+                replies = await pipe.execute()
+            for i, m in enumerate(part):
+                row = self._metrics_of(m, replies[i * _METRIC_READS : (i + 1) * _METRIC_READS])
+                if row is not None:
+                    out[m] = row
+        return out
+
+    def _queue_metrics(self, pipe: Any, m: str) -> None:
         k = self.keys
-        pipe = self.client.pipeline(transaction=False)
         pipe.exists(k.spec(m))
         pipe.hmget(
             k.state(m), ["examples_seen", "mistakes", "updates", "applied", "updated_at", "quality"]
         )
         pipe.get(k.head(m))
         pipe.get(k.appended(m))
-        exists, vals, head, appended = await pipe.execute()
+
+    @staticmethod
+    def _metrics_of(m: str, replies: Sequence[Any]) -> Metrics | None:
+        exists, vals, head, appended = replies
         if not exists:
-            raise ModelNotFound(f"model {m!r} does not exist", field="model")
+            return None
         seen, mistakes, updates, applied, updated, quality = vals
         app, done = int(appended or 0), int(applied or 0)
         return Metrics(

@@ -11,6 +11,7 @@ hold the ``state`` and ``serving`` blobs themselves; both kinds are read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,16 +93,35 @@ class VersionOps(StoreBase):
         return int(h) if h is not None else None
 
     @guarded
+    async def heads(self, names: Sequence[str], chunk: int = 1000) -> dict[str, int | None]:
+        """:meth:`head` of many models, pipelined (``chunk`` models per round trip); a model
+        that does not exist is left out (its spec is read in the same round trip)."""
+        k = self.keys
+        out: dict[str, int | None] = {}
+        for lo in range(0, len(names), chunk):
+            part = names[lo : lo + chunk]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for m in part:
+                    pipe.get(k.head(m))
+                    pipe.exists(k.spec(m))
+                replies = await pipe.execute()
+            for i, m in enumerate(part):
+                h, exists = replies[2 * i], replies[2 * i + 1]
+                if exists:
+                    out[m] = int(h) if h is not None else None
+        return out
+
+    @guarded
     async def list_versions(self, m: str) -> list[VersionInfo]:
         """Every retained version of ``m``, oldest first, with pinned/head flags."""
         k = self.keys
         nums = [int(x) for x in await self.client.zrange(k.versions(m), 0, -1)]
-        pipe = self.client.pipeline(transaction=False)
-        pipe.get(k.head(m))
-        pipe.smembers(k.pins(m))
-        for n in nums:
-            pipe.hmget(k.version(m, n), list(_META))
-        replies = await pipe.execute()
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.get(k.head(m))
+            pipe.smembers(k.pins(m))
+            for n in nums:
+                pipe.hmget(k.version(m, n), list(_META))
+            replies = await pipe.execute()
         head = int(replies[0]) if replies[0] is not None else None
         pins = {int(x) for x in replies[1]}
         out = []

@@ -30,7 +30,7 @@ async def test_put_creates_then_describes_then_conflicts(mem_api: httpx.AsyncCli
         ({"algorithm": "nope"}, "algorithm"),
         ({"algorithm": "pa1", "params": {"C": -1}}, "C"),
         ({"algorithm": "pa1", "colour": "red"}, "colour"),
-        ({"algorithm": "pa1", "feedback_ttl": 0}, "feedback_ttl"),
+        ({"algorithm": "pa1", "feedback_ttl": -1}, "feedback_ttl"),
         ({"algorithm": "pa1", "feedback_ttl": "1d"}, "feedback_ttl"),
         ([1, 2], "body"),
     ],
@@ -108,3 +108,16 @@ async def test_put_again_matches_a_spec_stored_before_new_defaults(
         {"classes": ["ham", "spam"], "params": {"lr": 0.25}},
     ):
         assert_error(await mem_api.put("/models/spam", json=other), 409, "spec_conflict")
+
+
+async def test_hyper_parameters_given_as_strings_or_absurd_are_refused(
+    mem_api: httpx.AsyncClient,
+) -> None:
+    for params, fragment in (
+        ({"C": "1"}, "must be a number"),
+        ({"C": 1e-320}, "[1e-12, 1e+12]"),
+        ({"C": 1e308}, "[1e-12, 1e+12]"),
+    ):
+        r = await mem_api.put("/models/x", json={"algorithm": "pa1", "params": params})
+        err = assert_error(r, 422, "invalid_spec", fragment)
+        assert err["field"] == "params.C"

@@ -15,7 +15,9 @@ def parse(raw: bytes, kind: str = "json", **kw: int):  # type: ignore[no-untyped
 def test_json_single_batch_and_list() -> None:
     one = parse(b'{"features": {"a": 1}, "label": 1, "id": "x"}')
     assert one.single and one.ids == ["x"] and one.examples[0]["label"] == 1
-    batch = parse(b'{"examples": [{"text": "a", "label": 0}, {"text": "b", "label": 1, "id": 7}]}')
+    batch = parse(
+        b'{"examples": [{"text": "a", "label": 0}, {"text": "b", "label": 1, "id": "7"}]}'
+    )
     assert not batch.single and batch.ids == [None, "7"]
     listed = parse(b'[{"text": "a", "label": 0}]')
     assert not listed.single and len(listed.examples) == 1
@@ -41,10 +43,15 @@ def test_ndjson_and_svmlight() -> None:
         (b'{"examples": [{"text": "a"}, 5]}', "json", InvalidExample, "examples", 1),
         (b'{"examples": [{"text": "a"}, {"id": [1]}]}', "json", InvalidExample, "id", 1),
         (b'{"examples": [{"id": true}]}', "json", InvalidExample, "id", 0),
+        # ids are strings: a number would collide with its string form ("7" vs 7)
+        (b'{"examples": [{"id": "7"}, {"id": 7}]}', "json", InvalidExample, "id", 1),
+        (b'{"examples": [{"id": 7.5}]}', "json", InvalidExample, "id", 0),
         (b'"just a string"', "json", InvalidExample, "body", None),
         (b'{"text": "a"}\n{"text": ', "ndjson", MalformedBody, "body", 1),
         (b"1 3:1\n-1 4:abc\n", "svmlight", InvalidExample, "features.4", 1),
         (b"1 3:1\n-1 junk\n", "svmlight", MalformedBody, "features", 1),
+        # U+2028 (a line separator to str.splitlines) inside a line does not split it
+        ("1 3:1\u2028-1 4:1\n".encode(), "svmlight", InvalidExample, "features.3", 0),
     ],
 )
 def test_errors_name_field_and_index(
@@ -55,6 +62,17 @@ def test_errors_name_field_and_index(
     err = info.value
     assert err.field == field  # type: ignore[attr-defined]
     assert err.index == index  # type: ignore[attr-defined]
+
+
+def test_svmlight_errors_are_our_own_words() -> None:
+    with pytest.raises(InvalidExample) as info:
+        parse(b"1 3:1\n-1 " + b"9" * 5000 + b":1\n", "svmlight")
+    msg = info.value.message
+    assert "5000 digits" in msg and "line 2" in msg and "sys.set_int_max_str_digits" not in msg
+    assert len(msg) < 200
+    one = parse("1 a\u2028\u0085\x1cb:1 # c\u2028-1 d:1\n".encode(), "svmlight").examples
+    # the Unicode separators stay inside their token / the comment
+    assert one == [{"label": 1, "features": {"a\u2028\u0085\x1cb": 1.0}}]
 
 
 def test_limits() -> None:

@@ -169,3 +169,45 @@ def test_the_spam_preset_declares_ham_and_spam() -> None:
 def test_a_preset_that_is_not_a_name_is_invalid_spec(preset: Any) -> None:
     with pytest.raises(InvalidSpec, match="unknown preset"):
         ModelSpec.from_dict({"preset": preset})
+
+
+@pytest.mark.parametrize(
+    ("params", "words"),
+    [
+        ({"C": "1"}, ["must be a number", "'1'"]),
+        ({"C": "1e-3"}, ["must be a number"]),
+        ({"C": 1e-320}, ["C must be in [1e-12, 1e+12]", "1e-320"]),  # subnormal
+        ({"C": 1e308}, ["C must be in [1e-12, 1e+12]"]),
+        ({"C": 5e-13}, ["C must be in [1e-12, 1e+12]"]),
+    ],
+)
+def test_hyper_parameters_are_typed_and_in_range(params: dict[str, Any], words: list[str]) -> None:
+    """A spec (the API's JSON, a stored spec) takes numbers as numbers: a string is refused, not
+    converted, and values out of the sane range are refused with the range named."""
+    with pytest.raises(InvalidSpec) as info:
+        ModelSpec.from_dict({"algorithm": "pa1", "params": params})
+    assert info.value.field == "params.C"
+    for w in words:
+        assert w in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "params", "field"),
+    [
+        ("pegasos", {"projection": "true"}, "params.projection"),
+        ("logistic", {"l2": 1e-300}, "params.l2"),
+        ("logistic", {"lr": float("1e400")}, "params.lr"),
+    ],
+)
+def test_other_parameters_are_strict_too(
+    algorithm: str, params: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidSpec) as info:
+        ModelSpec.from_dict({"algorithm": algorithm, "params": params})
+    assert info.value.field == field
+
+
+def test_sane_values_at_the_edges_are_taken() -> None:
+    assert ModelSpec.from_dict({"algorithm": "pa1", "params": {"C": 1e-12}}).params["C"] == 1e-12
+    assert ModelSpec.from_dict({"algorithm": "pa1", "params": {"C": 10**12}}).params["C"] == 1e12
+    assert ModelSpec.from_dict({"algorithm": "logistic", "params": {"l2": 0}}).params["l2"] == 0

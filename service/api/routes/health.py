@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import APIRouter
 
-from service.api.deps import BackendDep
+from service.api.deps import BackendDep, StateDep
 from service.api.errors import error_response
 from service.api.responses import FastJSON
 from service.api.schemas import ErrorResponse, Health, Ready
+from service.errors import StoreUnavailable
 
 router = APIRouter(tags=["health"])
 
@@ -19,10 +22,18 @@ async def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Ready, responses={503: {"model": ErrorResponse}})
-async def readyz(backend: BackendDep) -> FastJSON:
-    """Ready: Redis answers and at least one worker heartbeat is fresh."""
-    redis_ok = await backend.ping()
-    workers = await backend.alive_workers() if redis_ok else 0
+async def readyz(backend: BackendDep, state: StateDep) -> FastJSON:
+    """Ready: Redis answers and at least one worker heartbeat is fresh (within the Redis
+    timeout as a whole: a hung Redis is "not ready", promptly)."""
+
+    async def probe() -> tuple[bool, int]:
+        ok = await backend.ping()
+        return ok, (await backend.alive_workers() if ok else 0)
+
+    try:
+        redis_ok, workers = await asyncio.wait_for(probe(), state.settings.redis_timeout_s)
+    except (TimeoutError, StoreUnavailable):
+        redis_ok, workers = False, 0
     if not redis_ok or workers == 0:
         what = "Redis is unreachable" if not redis_ok else "no worker heartbeat seen"
         return error_response(503, "not_ready", f"not ready: {what}")

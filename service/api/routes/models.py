@@ -37,7 +37,7 @@ SPEC_BODY: dict[str, Any] = {
                         "positive": {},
                         "text": {"type": "object"},
                         "preset": {"type": "string"},
-                        "feedback_ttl": {"type": "integer", "minimum": 1},
+                        "feedback_ttl": {"type": "integer", "minimum": 0},
                     },
                 },
                 "example": {"algorithm": "pa1", "params": {"C": 1.0}, "bits": 18},
@@ -52,13 +52,15 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def parse_feedback_ttl(body: dict[str, Any]) -> int | None:
-    """``feedback_ttl`` (seconds) is the API's own part of a spec: pop and check it."""
+    """``feedback_ttl`` (seconds) is the API's own part of a spec: pop and check it.
+    0 means predictions of the model keep nothing for feedback."""
     ttl = body.pop("feedback_ttl", None)
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1 <= ttl <= MAX_TTL_S:
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 <= ttl <= MAX_TTL_S:
         raise InvalidSpec(
-            f"feedback_ttl must be an integer number of seconds in [1, {MAX_TTL_S}], got {ttl!r}",
+            f"feedback_ttl must be an integer number of seconds in [0, {MAX_TTL_S}] "
+            f"(0: keep nothing for feedback), got {ttl!r}",
             field="feedback_ttl",
         )
     return ttl

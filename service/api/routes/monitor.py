@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -14,7 +13,6 @@ from service.api.drift import DriftTracker
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
 from service.api.schemas import History, ModelMetrics
-from service.errors import ModelNotFound
 
 router = APIRouter(tags=["monitor"])
 
@@ -26,12 +24,12 @@ ROLLING_POINTS = 10  # the rolling mistake rate spans the last 10 history interv
 
 async def update_drift(m: str, backend: Backend, trackers: dict[str, DriftTracker]) -> DriftTracker:
     """Feed the model's ADWIN with the history points it has not seen yet."""
-    tracker = trackers.get(m)
-    if tracker is None:
-        tracker = trackers[m] = DriftTracker()
-    for marker, p in await backend.history_since(m, tracker.last_id):
+    tracker = trackers.get(m) or DriftTracker()
+    points = await backend.history_since(m, tracker.last_id)  # 404 first: keep nothing
+    for marker, p in points:
         tracker.feed(int(p["examples_seen"]), int(p["mistakes"]), float(p["time"]))
         tracker.last_id = marker
+    trackers[m] = tracker
     return tracker
 
 
@@ -108,15 +106,9 @@ async def model_history(
 async def prometheus(state: StateDep, backend: BackendDep) -> Response:
     """Prometheus exposition: per-model counters, lag, version; request latency histograms."""
     names = await backend.list_models()
-
-    async def one(m: str) -> tuple[str, dict[str, Any]] | None:
-        try:
-            return m, await backend.metrics(m)
-        except ModelNotFound:
-            return None
-
-    rows = [r for r in await asyncio.gather(*(one(m) for m in names)) if r is not None]
-    state.metrics.set_models(rows)
+    # pipelined batches, one at a time: one concurrent call per model would drain the pool
+    state.metrics.set_models(await backend.metrics_many(sorted(names)))
+    cache = state.cache.exposition() if state.cache is not None else b""
     return Response(
-        state.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8"
+        state.metrics.exposition() + cache, media_type="text/plain; version=0.0.4; charset=utf-8"
     )
