@@ -8,13 +8,15 @@ stream, so the figures here are the figures the dashboard would show.
 - **ROC AUC** (binary) is computed from the *progressive* margins — the served margin of
   each example just before it is learned — with rank statistics (ties get average ranks);
   ``1 − AUC`` in percent is the TREC spam track's (1−ROCA)% figure;
+- **members** (an ``ensemble``): each member's weight, mistakes and log loss;
 - **learn_seconds** is the time inside the learning loops only; **seconds** is the whole run
   (reading, featurizing, learning, scoring).
 
 Learning goes in chunks (``chunk`` examples per ``learn`` call, identical to one at a time).
-When AUC is wanted, the margins must be read between examples: then each chunk is walked
-row by row (a served-margin read and a one-row ``learn`` per example — exact, and slower);
-``auc=False`` skips it.
+The served margins come from the learning kernels themselves (``Learner.learn(batch,
+margins=...)``: the margin of each row as served just before it is learned, written in the
+pass that decides its mistake), so the AUC costs only the final rank sort; ``auc=False``
+skips keeping them.
 
 Readers: NDJSON (``{"features": ..., "text": ..., "label": ..., "id": ...}`` per line, through
 the model's :class:`~service.learning.features.Featurizer`) and svmlight (``LABEL idx:val``,
@@ -67,6 +69,9 @@ class Report:
     seconds: float
     learn_seconds: float
     examples_per_s: float
+    members: list[dict[str, Any]] | None = None
+    """Per member of an ``ensemble`` (``Learner.member_metrics()``): algorithm, params, weight,
+    examples_seen, mistakes, updates, log_loss, mean_log_loss; None for a single learner."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,17 +117,6 @@ def roc_auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _row(batch: Batch, i: int) -> Batch:
-    """Row ``i`` as a batch of one, sharing memory with ``batch`` (no copies)."""
-    lo, hi = int(batch.indptr[i]), int(batch.indptr[i + 1])
-    return Batch(
-        np.array((0, hi - lo), dtype=np.int64),
-        batch.indices[lo:hi],
-        batch.data[lo:hi],
-        batch.y[i : i + 1],
-    )
-
-
 def _view(batch: Batch, start: int, stop: int) -> Batch:
     """Rows ``start:stop`` sharing the batch's index and value arrays (only indptr is new)."""
     lo, hi = int(batch.indptr[start]), int(batch.indptr[stop])
@@ -139,28 +133,19 @@ def learn_progressive(
 ) -> tuple[np.ndarray, float]:
     """Predict-then-learn over ``batch``; returns (mistake flags, seconds spent learning).
 
-    With ``margins`` (a float array of length n, binary learners), each row's served margin
-    is written there before the row is learned (row by row: exact, slower).
+    With ``margins`` (float64, shape (n,) binary or (n, K) multi-class), each row's served
+    margin is written there, by the kernels, as the row is learned.
     """
     flags = np.zeros(batch.n, dtype=bool)
     spent = 0.0
-    if margins is None:
-        for start in range(0, batch.n, chunk):
-            part = _view(batch, start, min(start + chunk, batch.n))
-            t0 = time.perf_counter()
-            flags[start : start + part.n] = learner.learn(part)
-            spent += time.perf_counter() - t0
-        return flags, spent
-    # Row by row. The whole batch is checked once here, so each row goes straight to the
-    # learner's compiled step (``_learn``, the hook ``Learner.learn`` wraps with those checks).
-    learner._check_batch(batch, labels=True)
-    t0 = time.perf_counter()
-    decision, step = learner.decision, learner._learn
-    for i in range(batch.n):
-        row = _row(batch, i)
-        margins[i] = decision(row)[0]
-        step(row, flags[i : i + 1])
-    spent += time.perf_counter() - t0
+    for start in range(0, batch.n, chunk):
+        stop = min(start + chunk, batch.n)
+        part = batch if (start, stop) == (0, batch.n) else _view(batch, start, stop)
+        t0 = time.perf_counter()
+        flags[start:stop] = learner.learn(
+            part, margins=None if margins is None else margins[start:stop]
+        )
+        spent += time.perf_counter() - t0
     return flags, spent
 
 
@@ -436,6 +421,7 @@ def evaluate_file(
         seconds=seconds,
         learn_seconds=learn_seconds,
         examples_per_s=n / seconds if seconds > 0 else 0.0,
+        members=learner.member_metrics(),
     )
 
 
@@ -525,6 +511,12 @@ def run_command(
         rows.append(
             ("ROC AUC", f"{report.auc:.4f}  ((1−ROCA)% = {report.one_minus_auc_percent:.3f})")
         )
+    for number, m in enumerate(report.members or []):
+        rows.append((
+            f"member {number}: {m['algorithm']}",
+            f"weight {m['weight']:.4f} · mistakes {m['mistakes']:,} · "
+            f"log loss {m['mean_log_loss']:.4f}/example",
+        ))  # fmt: skip
     rows += [
         ("seconds (whole run)", f"{report.seconds:.3f}"),
         ("learn seconds", f"{report.learn_seconds:.4f}"),

@@ -340,3 +340,32 @@ def test_long_files_get_a_progress_bar_and_the_same_report(
     assert (with_bar.mistakes, with_bar.auc) == (plain.mistakes, plain.auc)
     lines = capsys.readouterr().out.strip().splitlines()
     assert json.loads(lines[-1])["examples"] == 300
+
+
+def test_cli_takes_a_thick_threshold_as_a_json_param(tmp_path: Path) -> None:
+    _, svm = write_stream(tmp_path, n=500, seed=8)
+    thick = '{"margin": 0.5, "repeats": 2}'
+    result = CliRunner().invoke(app, ["evaluate", str(svm), "-a", "pa1", "-p", f"thick={thick}",
+                                      "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["params"] == {"C": 1.0, "thick": {"margin": 0.5, "repeats": 2}}
+    plain = evaluate_file(svm, algorithm="pa1")
+    assert report["examples"] == plain.examples and report["updates"] < plain.updates
+
+
+def test_ensemble_reports_its_members(tmp_path: Path) -> None:
+    _, svm = write_stream(tmp_path, n=400, seed=9)
+    members = '[{"algorithm": "pa1"}, {"algorithm": "adagrad"}]'
+    result = CliRunner().invoke(app, ["evaluate", str(svm), "-a", "ensemble", "-p",
+                                      f"members={members}", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    names = [m["algorithm"] for m in report["members"]]
+    assert names == ["pa1", "adagrad"]
+    assert all(m["examples_seen"] == report["examples"] == 400 for m in report["members"])
+    assert sum(m["weight"] for m in report["members"]) == pytest.approx(1.0)
+    table = CliRunner().invoke(app, ["evaluate", str(svm), "-a", "ensemble", "-p",
+                                     f"members={members}"])  # fmt: skip
+    assert "member 1: adagrad" in table.output
+    assert evaluate_file(svm, algorithm="pa1").members is None

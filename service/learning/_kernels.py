@@ -1,8 +1,16 @@
 """Compiled loops shared by every linear learner: sparse margins and dot products.
 
 Each algorithm keeps its update kernel in its own module (the perceptron, MIRA and the PA
-family share one, in ``_additive.py``); what lives here is what every one of them (and the
-serving path) needs: ``w·x + b`` over a whole CSR batch.
+family share one, in ``_additive.py``; Pegasos and logistic regression share their base in
+``_scaled.py``); what lives here is what every one of them (and the serving path) needs:
+``w·x + b`` over a whole CSR batch, and the small inline pieces of a kernel's row loop.
+
+Every binary kernel has the same shape (see :class:`~service.learning.linear.Learner`):
+for each row, read the served margin ``s`` (and ‖x‖²), write ``margins[i] = s`` and the
+mistake flag ``out[i]`` from it, then learn. Learning is gated by the *thick threshold*
+(``thick``, ``repeats``): the row is learned only while ``y·s ≤ thick`` (the served score
+wrong or within ``thick`` of the threshold), up to ``repeats`` times, ``s`` read again
+between repeats; ``thick = +inf, repeats = 1`` (the default) learns every row once.
 Kernels take plain arrays (``indptr`` int64, ``indices`` int32, ``data`` float64) so
 numba compiles them once per dtype signature and caches the machine code on disk.
 """
@@ -81,3 +89,20 @@ def csr_margins_multi(
                 s += W[r, indices[k]] * data[k]
             out[i, r] = s + b[r]
     return out
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
+def row_dot(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, i: int, w: np.ndarray
+) -> float:
+    """``w·x_i`` for one row (the re-read of a thick-threshold repeat)."""
+    s = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        s += w[indices[k]] * data[k]
+    return s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def sign(label: int) -> float:
+    """The label as y ∈ {−1, +1} (class index 1 is the positive class)."""
+    return 1.0 if label == 1 else -1.0

@@ -12,7 +12,23 @@ Conventions, shared by every multi-class algorithm:
   ``numpy.argmax``); a *mistake* is a served prediction different from the label;
 - the *offending* class ``r`` is the highest-scoring wrong class (ties: lowest index);
 - updates move the true row up and the offending row down (Crammer & Singer 2003), the bias
-  beside the weights, left out of ‖x‖² (as the binary perceptron and PA family do).
+  beside the weights, left out of ‖x‖² (as the binary perceptron and PA family do);
+- every kernel writes the K served scores of row i to ``margins[i]`` in the pass that
+  decides its mistake.
+
+The multi-class perceptron and PA family differ only in the step τ, so they share one loop,
+:func:`learn_multiclass_additive`, as the binary ones share ``_additive.learn_additive``:
+
+============  ====================================  ===================================
+rule          update when (r: top wrong class)      τ
+============  ====================================  ===================================
+PERCEPTRON    s_y ≤ s_r                             1
+PA            ℓ = 1 − (s_y − s_r) > 0, ‖x‖ > 0      ℓ/(2‖x‖²)
+PA1           ℓ > 0, ‖x‖ > 0                        min(C, ℓ/(2‖x‖²))
+PA2           ℓ > 0                                 ℓ/(2‖x‖² + 1/(2C))
+============  ====================================  ===================================
+
+then ``W[y] += τ·x, b[y] += τ`` and ``W[r] −= τ·x, b[r] −= τ``.
 """
 
 from __future__ import annotations
@@ -22,8 +38,17 @@ from typing import ClassVar
 import numpy as np
 from numba import njit
 
+from service.learning._additive import PA, PA1, PA2, PERCEPTRON
 from service.learning.features import Batch
-from service.learning.linear import Learner, _as_csr, _check_indices
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    Learner,
+    _as_csr,
+    _check_indices,
+)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -106,6 +131,60 @@ def margins_t(
     return out
 
 
+@njit(cache=True, nogil=True)
+def learn_multiclass_additive(
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    data: np.ndarray,
+    y: np.ndarray,
+    W: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    f: np.ndarray,
+    rule: int,
+    C: float,
+    out: np.ndarray,
+    margins: np.ndarray,
+) -> None:
+    """c = [seen, mistakes, updates]; f = [max_norm]; ``margins[i]`` = the K served scores."""
+    n = indptr.shape[0] - 1
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    half_inv_c = 0.5 / C
+    for i in range(n):
+        s = margins[i]
+        sq = row_scores(indptr, indices, data, i, W, b, 1.0, s)
+        if sq > r2:
+            r2 = sq
+        yi = y[i]
+        if argmax(s) != yi:
+            out[i] = True
+            mistakes += 1
+        r = top_wrong(s, yi)
+        tau = 0.0
+        if rule == PERCEPTRON:
+            if s[yi] <= s[r]:
+                tau = 1.0
+        else:
+            loss = 1.0 - (s[yi] - s[r])
+            if loss > 0.0:
+                if rule == PA2:
+                    tau = loss / (2.0 * sq + half_inv_c)
+                elif sq > 0.0:
+                    tau = loss / (2.0 * sq)
+                    if rule == PA1 and tau > C:
+                        tau = C
+        if tau > 0.0:
+            add_row(indptr, indices, data, i, W, yi, tau)
+            add_row(indptr, indices, data, i, W, r, -tau)
+            b[yi] += tau
+            b[r] -= tau
+            updates += 1
+        seen += 1
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+
+
 class MulticlassLearner(Learner):
     """Base of the multi-class learners: ``W`` (K, dim) and ``b`` (K,)."""
 
@@ -142,4 +221,30 @@ class MulticlassLearner(Learner):
         return margins_t(indptr, indices, data, W, np.ascontiguousarray(b), float(scale))
 
 
-__all__ = ["MulticlassLearner", "add_row", "argmax", "margins_t", "row_scores", "top_wrong"]
+class MulticlassAdditiveLearner(MulticlassLearner):
+    """Base of the learners that run :func:`learn_multiclass_additive`."""
+
+    RULE = PERCEPTRON
+    C: float = 1.0  # PA-I's cap, PA-II's slack weight; unused by the others
+
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        learn_multiclass_additive(
+            batch.indptr, batch.indices, batch.data, batch.y, self.W, self.b, self._c,
+            self._f, self.RULE, float(self.C), out, margins,
+        )  # fmt: skip
+
+
+__all__ = [
+    "PA",
+    "PA1",
+    "PA2",
+    "PERCEPTRON",
+    "MulticlassAdditiveLearner",
+    "MulticlassLearner",
+    "add_row",
+    "argmax",
+    "learn_multiclass_additive",
+    "margins_t",
+    "row_scores",
+    "top_wrong",
+]

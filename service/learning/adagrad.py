@@ -1,32 +1,76 @@
-"""Normalised adaptive gradient descent (NAG; Ross, Mineiro & Langford 2013), binary.
+"""Normalised adaptive gradient descent with importance-invariant updates — Vowpal Wabbit's
+default learner (``--adaptive --normalized --invariant``), binary.
 
 The learner the spam literature and Vowpal Wabbit's defaults point to: a per-feature step
 that adapts to the feature's gradient history (AdaGrad, Duchi et al. 2011) *and* to its
-scale, so that unnormalised features (Spambase's run lengths in the thousands beside
-frequencies below 1) neither blow the weights up nor starve. Algorithm 1 of the paper, for
-each example with ``t`` counted from 1:
+scale (NAG, Ross, Mineiro & Langford 2013), so that unnormalised features (Spambase's run
+lengths in the thousands beside frequencies below 1) neither blow the weights up nor starve;
+and an update that is the exact solution of the gradient flow over the example
+(Karampatziakis & Langford 2011), so that a large step cannot overshoot the label. This is
+VW's update, feature for feature (``tests/learning/test_binary_adagrad.py`` checks it
+against ``vw`` itself when ``vowpalwabbit`` is installed, and always against a plain numpy
+transcription).
 
-1. for each feature i of x with ``|x_i| > s_i``: ``w_i ← w_i·s_i²/x_i²`` (if ``s_i > 0``),
-   ``s_i ← |x_i|`` — the weight is rescaled so the prediction is what it would have been;
-2. ``ŷ = w·x + b``; ``N ← N + Σ_i x_i²/s_i²``;
-3. for each feature: ``g_i = ℓ'(ŷ)·x_i``, ``G_i ← G_i + g_i²``,
-   ``w_i ← w_i − lr·√(t/N)·g_i/(s_i·√G_i)``.
+The update, for an example (x, y ∈ {−1, +1}) with served margin ``p = w·x + b``:
 
-The bias is a constant feature 1 (as in VW), with its own ``G``; ``bias=False`` drops it.
-Losses (y ∈ {−1, +1}): ``"logistic"`` (ℓ' = −y·σ(−yŷ); the probability σ(s) is the model's
-own, ``link = "calibrated-sigmoid"``), ``"hinge"`` (ℓ' = −y when yŷ < 1) and ``"squared"``
-(ℓ' = ŷ − y, VW's default). VW's importance-invariant updates are not included.
+1. ``d = ℓ'(p)``. If ``d = 0`` (hinge or modified Huber with y·p ≥ 1) nothing else happens —
+   no statistic moves, as in VW.
+2. For each feature i of x with ``x_i ≠ 0`` (the bias is a feature ``x = 1``):
+   ``G_i += d²·x_i²``; if ``|x_i| > s_i``: ``w_i ← w_i·s_i/|x_i|`` (when ``s_i > 0``) and
+   ``s_i ← |x_i|``; then ``r_i = 1/(s_i·√G_i)`` (the per-feature rate), ``n += x_i²/s_i²``
+   and ``q += x_i²·r_i``.
+3. ``T += 1``, ``N += n``, ``m = √(T/N)`` (the global normaliser), ``q ← m·q``: ``q`` is how
+   far the margin moves per unit of update (VW's ``pred_per_update``).
+4. The update ``u``, with ``a = lr·q`` and ``z = y·p``:
 
-Mistakes are counted against the weights as served *before* step 1 (the rescaling is part
-of learning from the example). Per feature, ``w``, ``G`` and ``s`` are interleaved in one
-(dim, 3) array so that a feature costs one random memory access.
+   - ``invariant=False``: ``u = −lr·d`` (the plain gradient step);
+   - ``invariant=True``: ``u = y·(z₁ − z)/q``, where ``z₁`` is where the gradient flow
+     ``dz/dt = −a·ℓ'(z)`` started at ``z`` stands at ``t = 1``:
+
+     ============== ========================================================================
+     logistic       ``z₁ + e^{z₁} = z + e^z + a`` (solved by Newton's method; VW writes it
+                    with Lambert's W); for ``a < 1e-6`` the first-order ``z + a/(1 + e^z)``
+     hinge          ``z₁ = min(1, z + a)``
+     squared        ``z₁ = y − (y − z)·e^{−a}`` in margin units: ``p₁ = y + (p − y)·e^{−a}``
+     modified_huber ``z₁ = 1 − (1 − z)·e^{−2a}`` for −1 ≤ z < 1; from z < −1 linear,
+                    ``z + 4a``, until z = −1, then the former
+     ============== ========================================================================
+
+5. ``w_i += m·u·x_i·r_i`` for every feature (``b`` likewise, with ``x = 1``).
+
+Losses of the margin (z = y·p): ``"logistic"`` log(1 + e^{−z}) (the probability σ(s) is the
+model's own, ``link = "calibrated-sigmoid"``); ``"hinge"`` max(0, 1 − z); ``"squared"``
+½(p − y)² (VW's default loss is (p − y)², twice this); ``"modified_huber"`` max(0, 1 − z)²
+for z ≥ −1, −4z below (Zhang 2004: smooth, and robust to outliers like the hinge).
+``bias=False`` drops the bias. ``lr`` is VW's ``-l`` (default 0.5).
+
+The thick threshold (see :mod:`service.learning._kernels`): a row whose served ``y·p`` is
+above ``thick`` is not learned at all (like a zero-gradient row); a repeat learns the row
+again exactly as a new example would (its statistics ``G``, ``s``, ``T``, ``N`` move again),
+though ``examples_seen`` counts it once.
+
+Mistakes are counted against ``p``, the margin served before any of step 2's rescaling. Per
+feature, ``w``, ``G`` and ``s`` are interleaved in one (dim, 3) array so that a feature costs
+one random memory access. Arithmetic is float64 (VW's is float32 with an approximate inverse
+square root, so the two agree to ~1e-4, not bit for bit).
 
 >>> from service.learning.features import Batch
 >>> m = AdaGrad(dim=2)
 >>> rows = [([0, 1], [1000.0, 0.01]), ([0, 1], [10.0, 0.02])] * 20
 >>> flags = m.learn(Batch.from_rows(rows, [1, 0] * 20))
->>> int(flags[:4].sum()), int(flags[4:].sum())   # learns despite the 1e5 range of scales
-(3, 0)
+>>> int(flags[:6].sum()), int(flags[6:].sum())   # learns despite the 1e5 range of scales
+(4, 0)
+
+An importance-invariant step cannot overshoot: however large ``lr``, one hinge step on an
+example lands its margin on 1 at most (the plain gradient step flies past it):
+
+>>> one = Batch.from_rows([([0], [1.0])], [1])
+>>> for invariant in (True, False):
+...     m = AdaGrad(dim=1, lr=100.0, loss="hinge", invariant=invariant, bias=False)
+...     _ = m.learn(one)
+...     print(invariant, round(float(m.decision(one)[0]), 6))
+True 1.0
+False 100.0
 """
 
 from __future__ import annotations
@@ -36,29 +80,91 @@ import math
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins
+from service.learning._kernels import FASTMATH, csr_margins, row_dot, sign
 from service.learning.features import Batch
-from service.learning.linear import Learner, _as_csr, _check_indices, boolean, one_of, positive
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    Learner,
+    _as_csr,
+    _check_indices,
+    boolean,
+    float_slots,
+    one_of,
+    positive,
+)
 from service.learning.registry import register
 
-_LOSSES = ("logistic", "hinge", "squared")
+LOSSES = ("logistic", "hinge", "squared", "modified_huber")
+LOGISTIC, HINGE, SQUARED, MODIFIED_HUBER = range(4)
+
+_FLOATS = ("b", "Gb", "N", "T")
+B, GB, N, T = float_slots(*_FLOATS)
+
+#: Below this ``a = lr·q`` the logistic flow is taken to first order (VW's cut-off).
+_FIRST_ORDER_BELOW = 1e-6
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
-def _dloss(loss: int, y: float, p: float) -> float:
-    """ℓ'(ŷ) for y ∈ {−1, +1}: 0 logistic, 1 hinge, 2 squared."""
-    if loss == 0:
-        z = y * p  # σ(−z), stably
+def dloss(loss: int, y: float, p: float) -> float:
+    """ℓ'(p) for y ∈ {−1, +1}."""
+    z = y * p
+    if loss == LOGISTIC:  # −y·σ(−z), stably
         if z >= 0.0:
             e = math.exp(-z)
             return -y * e / (1.0 + e)
         return -y / (1.0 + math.exp(z))
-    if loss == 1:
-        return -y if y * p < 1.0 else 0.0
-    return p - y
+    if loss == HINGE:
+        return -y if z < 1.0 else 0.0
+    if loss == SQUARED:
+        return p - y
+    if z >= 1.0:  # modified Huber
+        return 0.0
+    if z >= -1.0:
+        return -2.0 * y * (1.0 - z)
+    return -4.0 * y
 
 
-@njit(cache=True, nogil=True, fastmath=FASTMATH)
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
+def flow(loss: int, y: float, p: float, a: float) -> float:
+    """The margin after the importance-invariant step: the gradient flow
+    ``dp/dt = −a·ℓ'(p)`` from ``p`` at ``t = 0``, read at ``t = 1``."""
+    z = y * p
+    if not a > 0.0:
+        return p
+    if loss == LOGISTIC:
+        e0 = math.exp(z)
+        step = a / (1.0 + e0)  # first order
+        if a >= _FIRST_ORDER_BELOW and e0 < np.inf:
+            # the root of h(t) = t + e^z·(e^t − 1) − a, convex and increasing: from the
+            # smaller of two points right of it (h ≥ 0 at a/(1 + e^z) and at log1p(a/e^z)),
+            # Newton comes down monotonically, quadratically: ~3 steps; once a step is below
+            # 1e-9 of t, the error left is ~1e-18 and it stops
+            step = min(step, math.log1p(a / e0))
+            for _ in range(60):
+                em1 = math.expm1(step)
+                delta = (step + e0 * em1 - a) / (1.0 + e0 * (em1 + 1.0))
+                step -= delta
+                if not delta > 1e-9 * step:
+                    break
+        return y * (z + step)
+    if loss == HINGE:
+        return y * min(1.0, z + a) if z < 1.0 else p
+    if loss == SQUARED:
+        return y + (p - y) * math.exp(-a)
+    if z >= 1.0:  # modified Huber
+        return p
+    if z < -1.0:
+        used = (-1.0 - z) / (4.0 * a)  # the time the linear part takes to reach z = −1
+        if used >= 1.0:
+            return y * (z + 4.0 * a)
+        return y * (1.0 - 2.0 * math.exp(-2.0 * a * (1.0 - used)))
+    return y * (1.0 - (1.0 - z) * math.exp(-2.0 * a))
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")
 def _learn_kernel(
     indptr: np.ndarray,
     indices: np.ndarray,
@@ -70,72 +176,107 @@ def _learn_kernel(
     loss: int,
     lr: float,
     bias: bool,
+    invariant: bool,
+    thick: float,
+    repeats: int,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
-    """c = [seen, mistakes, updates]; f = [max_norm, b, Gb, N]; wgs[:, 0/1/2] = w, G, s."""
+    """c = [seen, mistakes, updates]; f = [max_norm, b, Gb, N, T]; wgs[:, 0/1/2] = w, G, s."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    b, gb, big_n = f[1], f[2], f[3]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    b, gb, big_n, big_t = f[B], f[GB], f[N], f[T]
+    longest = 0
+    for i in range(n):
+        longest = max(longest, indptr[i + 1] - indptr[i])
+    rates = np.empty(longest, dtype=np.float64)
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        served = b
-        p = b
+        p = 0.0
         sq = 0.0
-        changed = False
-        for k in range(lo, hi):
-            j = indices[k]
+        for k in range(lo, hi):  # the served margin, read exactly as decision() does
             x = data[k]
-            ax = abs(x)
-            served += wgs[j, 0] * x
-            if ax > wgs[j, 2]:
-                if wgs[j, 2] > 0.0 and wgs[j, 0] != 0.0:
-                    ratio = wgs[j, 2] / ax
-                    wgs[j, 0] *= ratio * ratio
-                    changed = True
-                wgs[j, 2] = ax
-            p += wgs[j, 0] * x
-            if ax > 0.0:
-                nx = x / wgs[j, 2]
-                big_n += nx * nx
+            p += wgs[indices[k], 0] * x
             sq += x * x
-        if bias:
-            big_n += 1.0
-        yi = 1.0 if y[i] == 1 else -1.0
+        p += b
+        yi = sign(y[i])
         if sq > r2:
             r2 = sq
-        if (served > 0.0) != (yi > 0.0):
+        margins[i] = p
+        if (p > 0.0) != (yi > 0.0):
             out[i] = True
             mistakes += 1
         seen += 1
-        d = _dloss(loss, yi, p)
-        if d != 0.0 and big_n > 0.0:
-            rate = lr * math.sqrt(seen / big_n)
+        changed = False
+        for rep in range(repeats):
+            if rep > 0:  # a repeat: read the margin again
+                p = row_dot(indptr, indices, data, i, wgs[:, 0]) + b
+            if yi * p > thick:
+                break
+            d = dloss(loss, yi, p)
+            if d == 0.0:
+                break
+            d2 = d * d
+            norm_x = 0.0
+            q = 0.0
             for k in range(lo, hi):
                 j = indices[k]
-                g = d * data[k]
-                if g != 0.0:
-                    wgs[j, 1] += g * g
-                    wgs[j, 0] -= rate * g / (wgs[j, 2] * math.sqrt(wgs[j, 1]))
-                    changed = True
+                x = data[k]
+                if x == 0.0:
+                    rates[k - lo] = 0.0
+                    continue
+                ax = abs(x)
+                x2 = x * x
+                wgs[j, 1] += d2 * x2
+                if ax > wgs[j, 2]:
+                    if wgs[j, 2] > 0.0:
+                        wgs[j, 0] *= wgs[j, 2] / ax
+                    wgs[j, 2] = ax
+                s_j = wgs[j, 2]
+                den = s_j * math.sqrt(wgs[j, 1])  # 0 only on underflow: no step for i then
+                rate = 1.0 / den if den > 0.0 else 0.0
+                rates[k - lo] = rate
+                nx = x / s_j
+                norm_x += nx * nx
+                q += x2 * rate
+            rate_b = 0.0
             if bias:
-                gb += d * d
-                b -= rate * d / math.sqrt(gb)
+                gb += d2
+                rate_b = 1.0 / math.sqrt(gb) if gb > 0.0 else 0.0
+                norm_x += 1.0
+                q += rate_b
+            if not (q > 0.0 and big_n + norm_x > 0.0):
+                break  # nothing can move (an empty row without bias, or underflow)
+            big_t += 1.0
+            big_n += norm_x
+            mult = math.sqrt(big_t / big_n)
+            q *= mult
+            u = (flow(loss, yi, p, lr * q) - p) / q if invariant else -lr * d
+            u *= mult
+            for k in range(lo, hi):
+                w_step = u * data[k] * rates[k - lo]
+                if w_step != 0.0:
+                    wgs[indices[k], 0] += w_step
+                    changed = True
+            if bias and u != 0.0:
+                b += u * rate_b
                 changed = True
         if changed:
             updates += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1], f[2], f[3] = b, gb, big_n
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+    f[B], f[GB], f[N], f[T] = b, gb, big_n, big_t
 
 
 @register
 class AdaGrad(Learner):
-    """NAG with step ``lr`` (> 0), a ``loss`` among logistic/hinge/squared, and ``bias``."""
+    """VW's learner: step ``lr`` (> 0), a ``loss`` among logistic/hinge/squared/modified_huber,
+    ``invariant`` (importance-invariant) updates, and ``bias``."""
 
     name = "adagrad"
     _arrays = ("wgs",)
-    _float_slots = ("b", "Gb", "N")
+    _float_slots = _FLOATS
     wgs: np.ndarray
 
     def __init__(
@@ -144,10 +285,12 @@ class AdaGrad(Learner):
         n_classes: int = 2,
         lr: float = 0.5,
         loss: str = "logistic",
+        invariant: bool = True,
         bias: bool = True,
     ):
         self.lr = positive("lr", lr)
-        self.loss = one_of("loss", loss, _LOSSES)
+        self.loss = one_of("loss", loss, LOSSES)
+        self.invariant = boolean("invariant", invariant)
         self.bias = boolean("bias", bias)
         self.link = "calibrated-sigmoid" if self.loss == "logistic" else "sigmoid"
         super().__init__(dim, n_classes)
@@ -155,17 +298,22 @@ class AdaGrad(Learner):
     def _init_arrays(self) -> dict[str, np.ndarray]:
         return {"wgs": np.zeros((self.dim, 3), dtype=np.float64)}
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        thick, repeats = self._thick_args()
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y, self.wgs, self._c, self._f,
-            _LOSSES.index(self.loss), self.lr, self.bias, out,
+            LOSSES.index(self.loss), self.lr, self.bias, self.invariant, thick, repeats, out,
+            margins,
         )  # fmt: skip
 
     def _served(self) -> tuple[np.ndarray, float]:
-        return self.wgs[:, 0], float(self._f[1])
+        return self.wgs[:, 0], float(self._f[B])
 
     def decision(self, batch: Batch) -> np.ndarray:
         """Margins read from the strided ``w`` column directly (no O(dim) copy)."""
         _check_indices(batch, self.dim)
         indptr, indices, data = _as_csr(batch)
-        return csr_margins(indptr, indices, data, self.wgs[:, 0], float(self._f[1]))
+        return csr_margins(indptr, indices, data, self.wgs[:, 0], float(self._f[B]))
+
+
+__all__ = ["LOSSES", "AdaGrad", "dloss", "flow"]

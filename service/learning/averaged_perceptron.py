@@ -22,10 +22,39 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins_scaled_diff
+from service.learning._kernels import FASTMATH, csr_margins_scaled_diff, sign
 from service.learning.features import Batch
-from service.learning.linear import Learner, _as_csr, _check_indices
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    Learner,
+    _as_csr,
+    _check_indices,
+    float_slots,
+)
 from service.learning.registry import register
+
+_FLOATS = ("b", "ub")
+B, UB = float_slots(*_FLOATS)
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
+def _read(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, i: int, wu: np.ndarray
+) -> tuple[float, float, float]:
+    """``(w·x, u·x, ‖x‖²)`` of row i in one pass."""
+    sw = 0.0
+    su = 0.0
+    sq = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        j = indices[k]
+        v = data[k]
+        sw += wu[j, 0] * v
+        su += wu[j, 1] * v
+        sq += v * v
+    return sw, su, sq
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -37,36 +66,40 @@ def _learn_kernel(
     wu: np.ndarray,
     c: np.ndarray,
     f: np.ndarray,
+    thick: float,
+    repeats: int,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm, b, ub]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    b = f[1]
-    ub = f[2]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    b = f[B]
+    ub = f[UB]
+    lift = 0.0 if thick == np.inf else thick  # the perceptron's rule: update on y·sw ≤ lift
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        sw = 0.0
-        su = 0.0
-        sq = 0.0
-        for k in range(lo, hi):
-            j = indices[k]
-            v = data[k]
-            sw += wu[j, 0] * v
-            su += wu[j, 1] * v
-            sq += v * v
+        sw, su, sq = _read(indptr, indices, data, i, wu)
         sw += b
         su += ub
         # served: the average after `seen` examples (w itself, i.e. zero, before any)
         served = sw - su / seen if seen > 0 else sw
-        yi = 1.0 if y[i] == 1 else -1.0
+        yi = sign(y[i])
         if sq > r2:
             r2 = sq
+        margins[i] = served
         if (served > 0.0) != (yi > 0.0):
             out[i] = True
             mistakes += 1
-        if yi * sw <= 0.0:
+        changed = False
+        for rep in range(repeats):
+            if rep > 0:  # what would be served once this row is counted
+                sw, su, sq = _read(indptr, indices, data, i, wu)
+                sw += b
+                served = sw - (su + ub) / (seen + 1)
+            if yi * served > thick or yi * sw > lift:
+                break
             cy = seen * yi
             for k in range(lo, hi):
                 j = indices[k]
@@ -74,12 +107,14 @@ def _learn_kernel(
                 wu[j, 1] += cy * data[k]
             b += yi
             ub += cy
+            changed = True
+        if changed:
             updates += 1
         seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1] = b
-    f[2] = ub
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+    f[B] = b
+    f[UB] = ub
 
 
 @register
@@ -88,7 +123,7 @@ class AveragedPerceptron(Learner):
 
     name = "averaged_perceptron"
     _arrays = ("wu",)
-    _float_slots = ("b", "ub")
+    _float_slots = _FLOATS
     wu: np.ndarray
 
     def __init__(self, dim: int, n_classes: int = 2):
@@ -109,24 +144,25 @@ class AveragedPerceptron(Learner):
         """The lazy sum ``Σ c·y·x`` (a view)."""
         return self.wu[:, 1]
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        thick, repeats = self._thick_args()
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y,
-            self.wu, self._c, self._f, out,
+            self.wu, self._c, self._f, thick, repeats, out, margins,
         )  # fmt: skip
 
     def _served(self) -> tuple[np.ndarray, float]:
         """The average ``w − u/T`` (O(dim): only for snapshots; margins avoid it)."""
         t = self.examples_seen
         if t == 0:
-            return self.w, float(self._f[1])
-        return self.w - self.u / t, float(self._f[1] - self._f[2] / t)
+            return self.w, float(self._f[B])
+        return self.w - self.u / t, float(self._f[B] - self._f[UB] / t)
 
     def decision(self, batch: Batch) -> np.ndarray:
         _check_indices(batch, self.dim)
         indptr, indices, data = _as_csr(batch)
         return csr_margins_scaled_diff(
-            indptr, indices, data, self.wu, float(self._f[1]), float(self._f[2]),
+            indptr, indices, data, self.wu, float(self._f[B]), float(self._f[UB]),
             float(self.examples_seen),
         )  # fmt: skip
 

@@ -13,21 +13,33 @@ kernel and in the arrays it keeps. So a subclass declares
   a scale, the bias …). They live in two small arrays, ``self._c`` (int64: ``examples_seen``,
   ``mistakes``, ``updates``, then the int slots) and ``self._f`` (float64: ``max_norm``, then
   the float slots), which the kernel receives and updates in place — so counters are kept by
-  compiled code, not per-example Python;
-- ``_learn(batch, out)``: call the kernel over the whole batch, filling ``out[i]`` with the
-  mistake flag of row ``i``;
+  compiled code, not per-example Python. Kernels index them by name: :data:`SEEN`,
+  :data:`MISTAKES`, :data:`UPDATES`, :data:`MAX_NORM`, and ``B, SCALE = float_slots("b",
+  "scale")`` for a learner's own (the same tuple the class declares);
+- ``_learn(batch, out, margins)``: call the kernel over the whole batch, filling ``out[i]``
+  with the mistake flag of row ``i`` and ``margins[i]`` with its served margin (a float, or
+  the K scores of a multi-class learner) — both decided in the same compiled pass, from the
+  weights as served just before the row is learned;
 - ``_served()``: the served weights ``(W, b)`` (views are fine; :meth:`serving` copies), and
   optionally ``decision`` when the served margins can be read without forming ``W``.
 
 Everything else — validation of the batch, counters, ``get_state``/``set_state`` (exact, by
 construction: the state *is* the arrays and the slots), ``params`` (the ``__init__``
-keyword arguments, read back by name as in River and scikit-learn), ``repr`` and
-``serving()`` — is done here once.
+keyword arguments, read back by name as in River and scikit-learn, plus ``thick``, the
+train-on-or-near-errors option every binary kernel takes — :meth:`Learner.set_thick`),
+``repr`` and ``serving()`` — is done here once.
+
+>>> from service.learning.registry import make_learner
+>>> p = make_learner("perceptron", 2)
+>>> flags, margins = p.learn_scored(Batch.from_rows([([0], [1.0]), ([0], [2.0])], [1, 1]))
+>>> flags.tolist(), margins.tolist()   # served 0 (a mistake), then 1·2 + 1
+([True, False], [0.0, 3.0])
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -41,6 +53,25 @@ from service.learning.features import Batch
 State = dict[str, Any]
 
 _COUNTERS = ("examples_seen", "mistakes", "updates")
+
+#: Positions in ``Learner._c`` (int64) that every kernel updates: examples seen, mistakes,
+#: updates; a learner's own int slots follow from :data:`FIRST_INT_SLOT`.
+SEEN, MISTAKES, UPDATES = 0, 1, 2
+FIRST_INT_SLOT = len(_COUNTERS)
+#: Position in ``Learner._f`` (float64) of R = max ‖x‖; a learner's float slots follow.
+MAX_NORM = 0
+FIRST_FLOAT_SLOT = 1
+
+
+def int_slots(*names: str) -> tuple[int, ...]:
+    """Indices in ``_c`` of a learner's ``_int_slots`` = ``names`` (kernels name them once:
+    ``RUN, POCKET_RUN = int_slots(*_INTS)``)."""
+    return tuple(range(FIRST_INT_SLOT, FIRST_INT_SLOT + len(names)))
+
+
+def float_slots(*names: str) -> tuple[int, ...]:
+    """Indices in ``_f`` of a learner's ``_float_slots`` = ``names``."""
+    return tuple(range(FIRST_FLOAT_SLOT, FIRST_FLOAT_SLOT + len(names)))
 
 
 class InvalidParameter(InvalidSpec, ValueError):
@@ -265,41 +296,98 @@ class Learner:
         """The state arrays at the start, by name (default: zeros of shape (dim,))."""
         return {key: np.zeros(self.dim, dtype=np.float64) for key in self._arrays}
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
-        """Run the compiled kernel over the whole batch, updating state and counters in place
-        and setting ``out[i]`` when row ``i`` was a mistake."""
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        """Run the compiled kernel over the whole batch, updating state and counters in place,
+        setting ``out[i]`` when row ``i`` was a mistake and ``margins[i]`` to its served
+        margin (shape (n,) binary, (n, K) multi-class; C-contiguous float64)."""
         raise NotImplementedError
 
     def _served(self) -> tuple[np.ndarray, np.ndarray | float]:
         """The served weights ``(W, b)``; may be views of the state (callers copy)."""
         raise NotImplementedError
 
+    _thick: tuple[float, int] = (math.inf, 1)
+    thick: dict[str, Any] | None = None
+
+    def _thick_args(self) -> tuple[float, int]:
+        """``(thick, repeats)`` for a binary kernel: learn a row while ``y·s ≤ thick``, up to
+        ``repeats`` times (``(inf, 1)``: every row once)."""
+        return self._thick
+
+    #: Whether this learner takes the ``thick`` option (every binary learner whose kernel
+    #: reads ``_thick_args``; not the multi-class forms, not the ensemble).
+    supports_thick: ClassVar[bool] = True
+
+    def set_thick(self, thick: Any) -> None:
+        """Train only on or near errors: the ``thick`` hyper-parameter, validated.
+
+        ``{"margin": m, "repeats": r}`` (m ≥ 0 finite, r an integer in 1..100, default 1), a
+        JSON string of it (from a command line), or None (off). After serving row i with
+        margin s, the row is learned only if ``y·s ≤ m`` — the served score is wrong or
+        within m of the threshold — and learned again, s read anew, while that still holds
+        and the step still moves the weights, up to r times in all. A row outside is not
+        learned at all (it is still seen; its mistake is counted against s as always).
+        """
+        name = "thick"
+        if isinstance(thick, str):
+            try:
+                thick = json.loads(thick)
+            except ValueError:
+                raise InvalidParameter(
+                    name, f'thick must be {{"margin": m, "repeats": r}} or null, got {thick!r}'
+                ) from None
+        if thick is None:
+            self.thick, self._thick = None, (math.inf, 1)
+            return
+        if self.multiclass or not self.supports_thick:
+            raise InvalidParameter(
+                name, f"thick applies to binary single learners, not {self.name or 'this'}"
+            )
+        if not isinstance(thick, Mapping) or not set(thick) <= {"margin", "repeats"}:
+            raise InvalidParameter(
+                name, f'thick must be {{"margin": m, "repeats": r}} or null, got {thick!r}'
+            )
+        if "margin" not in thick:
+            raise InvalidParameter(name, f"thick needs a margin, got {dict(thick)!r}")
+        margin = non_negative("thick.margin", thick["margin"])
+        repeats = thick.get("repeats", 1)
+        if (
+            isinstance(repeats, bool)
+            or not isinstance(repeats, int | np.integer)
+            or not (1 <= repeats <= 100)
+        ):
+            raise InvalidParameter(
+                name, f"thick.repeats must be an integer in 1..100, got {repeats!r}"
+            )
+        self.thick = {"margin": margin, "repeats": int(repeats)}
+        self._thick = (margin, int(repeats))
+
     # ---- slots: named scalars kept in the arrays the kernels update ---------------------------
 
     def _islot(self, key: str) -> int:
-        return len(_COUNTERS) + self._int_slots.index(key)
+        return FIRST_INT_SLOT + self._int_slots.index(key)
 
     def _fslot(self, key: str) -> int:
-        return 1 + self._float_slots.index(key)
+        return FIRST_FLOAT_SLOT + self._float_slots.index(key)
 
     # ---- counters ------------------------------------------------------------------------------
 
     @property
     def examples_seen(self) -> int:
-        return int(self._c[0])
+        return int(self._c[SEEN])
 
     @property
     def mistakes(self) -> int:
-        return int(self._c[1])
+        return int(self._c[MISTAKES])
 
     @property
     def updates(self) -> int:
-        return int(self._c[2])
+        return int(self._c[UPDATES])
 
     @property
     def max_norm(self) -> float:
         """R, the largest ‖x‖ seen so far."""
-        return float(self._f[0])
+        return float(self._f[MAX_NORM])
 
     def counters(self) -> dict[str, int | float]:
         return {
@@ -321,32 +409,49 @@ class Learner:
                     f"label must be a class index in [0, {self.n_classes}), got y[{i}] = {int(y[i])}"
                 )
 
+    def margins_shape(self, n: int) -> tuple[int, ...]:
+        """The shape of the served margins of ``n`` rows: (n,) binary, (n, K) multi-class."""
+        return (n, self.n_classes) if self.multiclass else (n,)
+
     def learn(self, batch: Batch, *, margins: np.ndarray | None = None) -> np.ndarray:
         """Progressive learning: for each row in order, predict as served, then learn.
 
         Returns the mistake flags (bool, shape (n,)). The batch is not modified. When
         ``margins`` is given (float64, shape (n,) binary or (n, K) multi-class) it is filled
-        with each row's served margin just before that row is learned.
+        with each row's served margin just before that row is learned — by the kernel, in
+        the pass that decides the mistake (row ``i`` is a mistake exactly when the label
+        predicted from ``margins[i]`` differs from ``y[i]``).
         """
         self._check_batch(batch, labels=True)
+        shape = self.margins_shape(batch.n)
+        if margins is not None and (
+            not isinstance(margins, np.ndarray)
+            or margins.dtype != np.float64
+            or margins.shape != shape
+            or not margins.flags.c_contiguous
+            or not margins.flags.writeable
+        ):
+            got = (
+                f"{margins.dtype} {margins.shape}" if isinstance(margins, np.ndarray)
+                else type(margins).__name__
+            )  # fmt: skip
+            raise ValueError(
+                f"margins must be a writable C-contiguous float64 array of shape {shape}, got {got}"
+            )
         out = np.zeros(batch.n, dtype=np.bool_)
         if batch.n:
-            b = _normalised(batch)
-            if margins is None:
-                self._learn(b, out)
-            else:
-                # interim: row by row; the kernels will fill margins in their own pass
-                for i in range(b.n):
-                    row = b.row(i)
-                    margins[i] = self.decision(row)[0]
-                    self._learn(row, out[i : i + 1])
+            self._learn(_normalised(batch), out, np.empty(shape) if margins is None else margins)
         return out
 
     def learn_scored(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """``(mistakes, margins)``: :meth:`learn` with the served margins of every row."""
-        shape = (batch.n,) if not self.multiclass else (batch.n, self.n_classes)
-        margins = np.empty(shape, dtype=np.float64)
+        margins = np.empty(self.margins_shape(batch.n), dtype=np.float64)
         return self.learn(batch, margins=margins), margins
+
+    def member_metrics(self) -> list[dict[str, Any]] | None:
+        """Per-member progressive metrics of a combined learner (``ensemble``); None for a
+        single learner."""
+        return None
 
     def decision(self, batch: Batch) -> np.ndarray:
         """Served margins: shape (n,) binary, (n, K) multi-class."""
@@ -364,7 +469,7 @@ class Learner:
     def get_state(self) -> State:
         """Everything needed to continue exactly: counters, scalar slots and copies of arrays."""
         state: State = {key: int(self._c[i]) for i, key in enumerate(_COUNTERS)}
-        state["max_norm"] = float(self._f[0])
+        state["max_norm"] = float(self._f[MAX_NORM])
         for key in self._int_slots:
             state[key] = int(self._c[self._islot(key)])
         for key in self._float_slots:
@@ -418,7 +523,11 @@ class Learner:
 
     @property
     def params(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.param_names()}
+        """The ``__init__`` hyper-parameters, plus ``thick`` when it is set."""
+        out = {k: getattr(self, k) for k in self.param_names()}
+        if self.thick is not None:
+            out["thick"] = dict(self.thick)
+        return out
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -436,11 +545,19 @@ def _normalised(batch: Batch) -> Batch:
 
 
 __all__ = [
+    "FIRST_FLOAT_SLOT",
+    "FIRST_INT_SLOT",
+    "MAX_NORM",
+    "MISTAKES",
+    "SEEN",
+    "UPDATES",
     "InvalidParameter",
     "Learner",
     "LinearModel",
     "State",
     "boolean",
+    "float_slots",
+    "int_slots",
     "non_negative",
     "one_of",
     "positive",

@@ -15,6 +15,10 @@ in ``v`` units (``u += η_t·l1/scale``), which is exact: a penalty paid at step
 afterwards is what the lazy sum gives. When ``scale`` falls below 1e-10, ``v``, ``q`` and
 ``u`` are renormalised (O(dim), rare).
 
+Thick threshold (``params.thick``): a row with y·s above the margin is not learned; a
+repeat re-applies the gradient step alone (same η_t, s read again); the L2 shrink and the
+L1 penalty apply once per learned row.
+
 The model's probability is ``σ(s)`` itself (``link = "calibrated-sigmoid"``).
 
 >>> from service.learning.features import Batch
@@ -31,20 +35,31 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins
+from service.learning._kernels import FASTMATH, row_dot
+from service.learning._scaled import (
+    RENORMALISE_BELOW,
+    SCALE,
+    SCALED_FLOATS,
+    B,
+    ScaledLearner,
+    read_row,
+)
 from service.learning.features import Batch
 from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
     InvalidParameter,
-    Learner,
-    _as_csr,
-    _check_indices,
+    float_slots,
     non_negative,
     one_of,
     positive,
 )
 from service.learning.registry import register
 
-_RENORMALISE_BELOW = 1e-10
+_FLOATS = (*SCALED_FLOATS, "u")
+_, _, U = float_slots(*_FLOATS)
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -70,71 +85,79 @@ def _learn_kernel(
     power_t: float,
     l2: float,
     l1: float,
+    thick: float,
+    repeats: int,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm, b, scale, u]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    b, scale, u = f[1], f[2], f[3]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    b, scale, u = f[B], f[SCALE], f[U]
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        dot = 0.0
-        sq = 0.0
-        for k in range(lo, hi):
-            x = data[k]
-            dot += v[indices[k]] * x
-            sq += x * x
+        dot, sq = read_row(indptr, indices, data, i, v)
         s = scale * dot + b
         positive_label = y[i] == 1
+        ys = s if positive_label else -s
         if sq > r2:
             r2 = sq
+        margins[i] = s
         if (s > 0.0) != positive_label:
             out[i] = True
             mistakes += 1
-        t = seen + 1
-        eta = lr / t**power_t if invscaling else lr
-        g = _sigmoid(s) - (1.0 if positive_label else 0.0)
-        if l2 > 0.0:
-            scale *= 1.0 - eta * l2
-        a = eta * g / scale
-        if a != 0.0:
-            for k in range(lo, hi):
-                v[indices[k]] -= a * data[k]
-            b -= eta * g
-        if l1 > 0.0:
-            u += eta * l1 / scale
-            for k in range(lo, hi):
-                j = indices[k]
-                z = v[j]
-                if z > 0.0:
-                    v[j] = max(0.0, z - (u + q[j]))
-                elif z < 0.0:
-                    v[j] = min(0.0, z + (u - q[j]))
-                q[j] += v[j] - z
-        if scale < _RENORMALISE_BELOW:
-            for j in range(v.shape[0]):
-                v[j] *= scale
-                q[j] *= scale
-            u *= scale
-            scale = 1.0
-        if a != 0.0 or l2 > 0.0:
-            updates += 1
+        if ys <= thick:  # learned (always, without a thick threshold)
+            t = seen + 1
+            eta = lr / t**power_t if invscaling else lr
+            if l2 > 0.0:
+                scale *= 1.0 - eta * l2
+            changed = l2 > 0.0
+            for rep in range(repeats):  # the gradient step; a repeat re-reads the margin
+                if rep > 0:
+                    s = scale * row_dot(indptr, indices, data, i, v) + b
+                    if (s if positive_label else -s) > thick:
+                        break
+                g = _sigmoid(s) - (1.0 if positive_label else 0.0)
+                a = eta * g / scale
+                if a == 0.0:
+                    break
+                for k in range(lo, hi):
+                    v[indices[k]] -= a * data[k]
+                b -= eta * g
+                changed = True
+            if l1 > 0.0:
+                u += eta * l1 / scale
+                for k in range(lo, hi):
+                    j = indices[k]
+                    z = v[j]
+                    if z > 0.0:
+                        v[j] = max(0.0, z - (u + q[j]))
+                    elif z < 0.0:
+                        v[j] = min(0.0, z + (u - q[j]))
+                    q[j] += v[j] - z
+            if scale < RENORMALISE_BELOW:
+                for j in range(v.shape[0]):
+                    v[j] *= scale
+                    q[j] *= scale
+                u *= scale
+                scale = 1.0
+            if changed:
+                updates += 1
         seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1], f[2], f[3] = b, scale, u
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+    f[B], f[SCALE], f[U] = b, scale, u
 
 
 @register
-class Logistic(Learner):
+class Logistic(ScaledLearner):
     """Logistic regression: step ``lr`` (> 0) on a ``schedule``, ``l2`` and ``l1`` (≥ 0)."""
 
     name = "logistic"
     link = "calibrated-sigmoid"
     _arrays = ("v", "q")
-    _float_slots = ("b", "scale", "u")
-    v: np.ndarray
+    _float_slots = _FLOATS
     q: np.ndarray
 
     def __init__(
@@ -155,19 +178,11 @@ class Logistic(Learner):
         if self.lr * self.l2 >= 1.0:  # the shrink factor 1 − η·l2 must stay positive
             raise InvalidParameter("l2", f"l2 must be < 1/lr = {1.0 / self.lr!r}, got {l2!r}")
         super().__init__(dim, n_classes)
-        self._f[self._fslot("scale")] = 1.0
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        thick, repeats = self._thick_args()
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y, self.v, self.q, self._c, self._f,
-            self.lr, self.schedule == "invscaling", self.power_t, self.l2, self.l1, out,
+            self.lr, self.schedule == "invscaling", self.power_t, self.l2, self.l1,
+            thick, repeats, out, margins,
         )  # fmt: skip
-
-    def _served(self) -> tuple[np.ndarray, float]:
-        return self.v * self._f[2], float(self._f[1])
-
-    def decision(self, batch: Batch) -> np.ndarray:
-        _check_indices(batch, self.dim)
-        indptr, indices, data = _as_csr(batch)
-        dots: np.ndarray = csr_margins(indptr, indices, data, self.v, 0.0)
-        return dots * self._f[2] + self._f[1]

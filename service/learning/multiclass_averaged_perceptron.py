@@ -21,7 +21,7 @@ from numba import njit
 
 from service.learning._multiclass import MulticlassLearner, margins_t, top_wrong
 from service.learning.features import Batch
-from service.learning.linear import _as_csr, _check_indices
+from service.learning.linear import MAX_NORM, MISTAKES, SEEN, UPDATES, _as_csr, _check_indices
 from service.learning.registry import register
 
 
@@ -38,14 +38,15 @@ def _learn_kernel(
     c: np.ndarray,
     f: np.ndarray,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
-    """c = [seen, mistakes, updates]; f = [max_norm]."""
+    """c = [seen, mistakes, updates]; f = [max_norm]; ``margins[i]``: the served scores."""
     n = indptr.shape[0] - 1
     K = W.shape[0]
     sw = np.empty(K, dtype=np.float64)
     su = np.empty(K, dtype=np.float64)
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
         for r in range(K):
@@ -67,6 +68,7 @@ def _learn_kernel(
         for r in range(K):
             sw[r] += b[r]
             served = sw[r] - (su[r] + ub[r]) / seen if seen > 0 else sw[r]
+            margins[i, r] = served
             if r == 0 or served > best_s:
                 best, best_s = r, served
         yi = y[i]
@@ -89,8 +91,8 @@ def _learn_kernel(
             ub[r] -= cnt
             updates += 1
         seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
 
 
 @register
@@ -105,10 +107,10 @@ class MulticlassAveragedPerceptron(MulticlassLearner):
     def __init__(self, dim: int, n_classes: int = 3):
         super().__init__(dim, n_classes)
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y,
-            self.W, self.U, self.b, self.ub, self._c, self._f, out,
+            self.W, self.U, self.b, self.ub, self._c, self._f, out, margins,
         )  # fmt: skip
 
     def _served(self) -> tuple[np.ndarray, np.ndarray]:

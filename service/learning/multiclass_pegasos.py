@@ -26,11 +26,21 @@ import numpy as np
 from numba import njit
 
 from service.learning._multiclass import MulticlassLearner, argmax, row_scores, top_wrong
+from service.learning._scaled import RENORMALISE_BELOW
 from service.learning.features import Batch
-from service.learning.linear import boolean, positive
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    boolean,
+    float_slots,
+    positive,
+)
 from service.learning.registry import register
 
-_RENORMALISE_BELOW = 1e-10
+_FLOATS = ("scale", "vsq")
+SCALE, VSQ = float_slots(*_FLOATS)
 
 
 @njit(cache=True, nogil=True)
@@ -47,20 +57,22 @@ def _learn_kernel(
     projection: bool,
     bias: bool,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
-    """c = [seen, mistakes, updates]; f = [max_norm, scale, vsq]."""
+    """c = [seen, mistakes, updates]; f = [max_norm, scale, vsq]; ``margins[i]``: the served
+    scores."""
     n = indptr.shape[0] - 1
     K = V.shape[0]
     dots = np.empty(K, dtype=np.float64)
-    s = np.empty(K, dtype=np.float64)
     zero = np.zeros(K, dtype=np.float64)
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    scale, vsq = f[1], f[2]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    scale, vsq = f[SCALE], f[VSQ]
     radius2 = 1.0 / lam
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
         sq = row_scores(indptr, indices, data, i, V, zero, 1.0, dots)
+        s = margins[i]
         for r in range(K):
             s[r] = scale * dots[r] + b[r]
         if sq > r2:
@@ -103,7 +115,7 @@ def _learn_kernel(
             norm2 = scale * scale * vsq
             if norm2 > radius2:
                 scale *= np.sqrt(radius2 / norm2)
-        if scale < _RENORMALISE_BELOW:
+        if scale < RENORMALISE_BELOW:
             acc = 0.0
             for q in range(K):
                 for j in range(V.shape[1]):
@@ -114,9 +126,9 @@ def _learn_kernel(
         if changed:
             updates += 1
         seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1], f[2] = scale, vsq
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+    f[SCALE], f[VSQ] = scale, vsq
 
 
 @register
@@ -124,7 +136,7 @@ class MulticlassPegasos(MulticlassLearner):
     """Multi-class Pegasos with ``lam`` (> 0), optional ``projection`` and ``bias``."""
 
     name = "pegasos"
-    _float_slots = ("scale", "vsq")
+    _float_slots = _FLOATS
 
     def __init__(
         self,
@@ -138,15 +150,15 @@ class MulticlassPegasos(MulticlassLearner):
         self.projection = boolean("projection", projection)
         self.bias = boolean("bias", bias)
         super().__init__(dim, n_classes)
-        self._f[self._fslot("scale")] = 1.0
+        self._f[SCALE] = 1.0
 
     def _scale(self) -> float:
-        return float(self._f[1])
+        return float(self._f[SCALE])
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y, self.W, self.b, self._c,
-            self._f, self.lam, self.projection, self.bias, out,
+            self._f, self.lam, self.projection, self.bias, out, margins,
         )  # fmt: skip
 
 

@@ -16,65 +16,20 @@ make the same mistakes, example for example (tested).
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit
-
-from service.learning._multiclass import MulticlassLearner, add_row, argmax, row_scores, top_wrong
-from service.learning.features import Batch
+from service.learning._multiclass import PERCEPTRON, MulticlassAdditiveLearner
 from service.learning.registry import register
 
 
-@njit(cache=True, nogil=True)
-def _learn_kernel(
-    indptr: np.ndarray,
-    indices: np.ndarray,
-    data: np.ndarray,
-    y: np.ndarray,
-    W: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray,
-    f: np.ndarray,
-    out: np.ndarray,
-) -> None:
-    """c = [seen, mistakes, updates]; f = [max_norm]."""
-    n = indptr.shape[0] - 1
-    s = np.empty(W.shape[0], dtype=np.float64)
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    for i in range(n):
-        sq = row_scores(indptr, indices, data, i, W, b, 1.0, s)
-        if sq > r2:
-            r2 = sq
-        yi = y[i]
-        if argmax(s) != yi:
-            out[i] = True
-            mistakes += 1
-        r = top_wrong(s, yi)
-        if s[yi] <= s[r]:
-            add_row(indptr, indices, data, i, W, yi, 1.0)
-            add_row(indptr, indices, data, i, W, r, -1.0)
-            b[yi] += 1.0
-            b[r] -= 1.0
-            updates += 1
-        seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-
-
 @register
-class MulticlassPerceptron(MulticlassLearner):
-    """One perceptron row per class; no hyper-parameters."""
+class MulticlassPerceptron(MulticlassAdditiveLearner):
+    """One perceptron row per class; no hyper-parameters (the loop is
+    :func:`~service.learning._multiclass.learn_multiclass_additive`)."""
 
     name = "perceptron"
+    RULE = PERCEPTRON
 
     def __init__(self, dim: int, n_classes: int = 3):
         super().__init__(dim, n_classes)
-
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
-        _learn_kernel(
-            batch.indptr, batch.indices, batch.data, batch.y,
-            self.W, self.b, self._c, self._f, out,
-        )  # fmt: skip
 
 
 __all__ = ["MulticlassPerceptron"]

@@ -26,11 +26,22 @@ import numpy as np
 from numba import njit
 
 from service.learning._multiclass import MulticlassLearner, argmax, row_scores
+from service.learning._scaled import RENORMALISE_BELOW
 from service.learning.features import Batch
-from service.learning.linear import InvalidParameter, non_negative, positive
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    InvalidParameter,
+    float_slots,
+    non_negative,
+    positive,
+)
 from service.learning.registry import register
 
-_RENORMALISE_BELOW = 1e-10
+_FLOATS = ("scale",)
+(SCALE,) = float_slots(*_FLOATS)
 
 
 @njit(cache=True, nogil=True)
@@ -68,25 +79,28 @@ def _learn_kernel(
     temperature: float,
     smoothing: float,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
-    """c = [seen, mistakes, updates]; f = [max_norm, scale]."""
+    """c = [seen, mistakes, updates]; f = [max_norm, scale]; ``margins[i]``: the served
+    logits ``(scale/T)·(V·x) + b/T``."""
     n = indptr.shape[0] - 1
     K = V.shape[0]
     dots = np.empty(K, dtype=np.float64)
-    z = np.empty(K, dtype=np.float64)
     p = np.empty(K, dtype=np.float64)
     g = np.empty(K, dtype=np.float64)
     zero = np.zeros(K, dtype=np.float64)
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    scale = f[1]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    scale = f[SCALE]
     shrink = 1.0 - lr * l2
     off = smoothing / K
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
         sq = row_scores(indptr, indices, data, i, V, zero, 1.0, dots)
+        z = margins[i]
+        served_scale = scale / temperature  # the served model: (W/T, b/T), as _served_t
         for r in range(K):
-            z[r] = (scale * dots[r] + b[r]) / temperature
+            z[r] = dots[r] * served_scale + b[r] / temperature
         if sq > r2:
             r2 = sq
         yi = y[i]
@@ -112,13 +126,13 @@ def _learn_kernel(
             for r in range(K):
                 b[r] -= lr * g[r]
             updates += 1
-        if scale < _RENORMALISE_BELOW:
+        if scale < RENORMALISE_BELOW:
             V *= scale
             scale = 1.0
         seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1] = scale
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+    f[SCALE] = scale
 
 
 @register
@@ -128,7 +142,7 @@ class MulticlassSoftmax(MulticlassLearner):
 
     name = "softmax"
     link: str = "softmax"
-    _float_slots = ("scale",)
+    _float_slots = _FLOATS
 
     def __init__(
         self,
@@ -152,16 +166,16 @@ class MulticlassSoftmax(MulticlassLearner):
         if not math.isfinite(1.0 / self.temperature):
             raise InvalidParameter("temperature", f"temperature is too small, got {temperature!r}")
         super().__init__(dim, n_classes)
-        self._f[self._fslot("scale")] = 1.0
+        self._f[SCALE] = 1.0
 
     def _served_t(self) -> tuple[np.ndarray, np.ndarray, float]:
         t = self.temperature
-        return self.W, self.b / t, float(self._f[1]) / t
+        return self.W, self.b / t, float(self._f[SCALE]) / t
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y, self.W, self.b, self._c,
-            self._f, self.lr, self.l2, self.temperature, self.label_smoothing, out,
+            self._f, self.lr, self.l2, self.temperature, self.label_smoothing, out, margins,
         )  # fmt: skip
 
 

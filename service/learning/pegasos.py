@@ -15,6 +15,10 @@ both already at hand), which makes the projection O(1). When ``scale`` falls bel
 and resets the drift of the incremental norm. At t = 1 the shrink factor is 0 and ``w`` is
 already zero, so nothing is done.
 
+Thick threshold (``params.thick``): a row with y·s above the margin is not learned — no
+shrink, no step — though ``t`` still counts it; a repeat re-applies the hinge step alone
+(same η, s read again); the shrink and the projection apply once per learned row.
+
 Counting: an update is any change of ``w``; the shrink changes every non-zero ``w``, so once
 anything has been learned every example is an update.
 
@@ -32,12 +36,29 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins
+from service.learning._kernels import FASTMATH, row_dot, sign
+from service.learning._scaled import (
+    RENORMALISE_BELOW,
+    SCALE,
+    SCALED_FLOATS,
+    B,
+    ScaledLearner,
+    read_row,
+)
 from service.learning.features import Batch
-from service.learning.linear import Learner, _as_csr, _check_indices, boolean, positive
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    boolean,
+    float_slots,
+    positive,
+)
 from service.learning.registry import register
 
-_RENORMALISE_BELOW = 1e-10
+_FLOATS = (*SCALED_FLOATS, "vsq")
+_, _, VSQ = float_slots(*_FLOATS)
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -52,79 +73,84 @@ def _learn_kernel(
     lam: float,
     projection: bool,
     bias: bool,
+    thick: float,
+    repeats: int,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm, b, scale, vsq]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[0], c[1], c[2]
-    r2 = f[0] * f[0]
-    b, scale, vsq = f[1], f[2], f[3]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    b, scale, vsq = f[B], f[SCALE], f[VSQ]
     radius2 = 1.0 / lam
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        dot = 0.0
-        sq = 0.0
-        for k in range(lo, hi):
-            x = data[k]
-            dot += v[indices[k]] * x
-            sq += x * x
+        dot, sq = read_row(indptr, indices, data, i, v)
         s = scale * dot + b
-        yi = 1.0 if y[i] == 1 else -1.0
+        yi = sign(y[i])
         if sq > r2:
             r2 = sq
+        margins[i] = s
         if (s > 0.0) != (yi > 0.0):
             out[i] = True
             mistakes += 1
         t = seen + 1
-        eta = 1.0 / (lam * t)
-        changed = False
-        if t == 1:
-            if vsq != 0.0:  # only reachable from a hand-made state: w ← 0·w
-                v[:] = 0.0
-                vsq = 0.0
-                dot = 0.0
+        if yi * s <= thick:  # learned (always, without a thick threshold)
+            eta = 1.0 / (lam * t)
+            changed = False
+            if t == 1:
+                if vsq != 0.0:  # only reachable from a hand-made state: w ← 0·w
+                    v[:] = 0.0
+                    vsq = 0.0
+                    dot = 0.0
+                    changed = True
+                scale = 1.0
+            elif vsq > 0.0:
+                scale *= 1.0 - 1.0 / t
                 changed = True
-            scale = 1.0
-        elif vsq > 0.0:
-            scale *= 1.0 - 1.0 / t
-            changed = True
-        if yi * s < 1.0:
-            a = eta * yi / scale
-            for k in range(lo, hi):
-                v[indices[k]] += a * data[k]
-            vsq += 2.0 * a * dot + a * a * sq
-            if vsq < 0.0:
-                vsq = 0.0
-            if bias:
-                b += eta * yi
-            changed = changed or sq > 0.0 or bias
-        if projection:
-            norm2 = scale * scale * vsq
-            if norm2 > radius2:
-                scale *= np.sqrt(radius2 / norm2)
-        if scale < _RENORMALISE_BELOW:
-            acc = 0.0
-            for j in range(v.shape[0]):
-                v[j] *= scale
-                acc += v[j] * v[j]
-            vsq = acc
-            scale = 1.0
-        if changed:
-            updates += 1
+            for rep in range(repeats):  # the hinge step; a repeat re-reads the margin
+                if rep > 0:
+                    dot = row_dot(indptr, indices, data, i, v)
+                    s = scale * dot + b
+                    if yi * s > thick:
+                        break
+                if not yi * s < 1.0:
+                    break
+                a = eta * yi / scale
+                for k in range(lo, hi):
+                    v[indices[k]] += a * data[k]
+                vsq += 2.0 * a * dot + a * a * sq
+                if vsq < 0.0:
+                    vsq = 0.0
+                if bias:
+                    b += eta * yi
+                changed = changed or sq > 0.0 or bias
+            if projection:
+                norm2 = scale * scale * vsq
+                if norm2 > radius2:
+                    scale *= np.sqrt(radius2 / norm2)
+            if scale < RENORMALISE_BELOW:
+                acc = 0.0
+                for j in range(v.shape[0]):
+                    v[j] *= scale
+                    acc += v[j] * v[j]
+                vsq = acc
+                scale = 1.0
+            if changed:
+                updates += 1
         seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    f[0] = np.sqrt(r2)
-    f[1], f[2], f[3] = b, scale, vsq
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)
+    f[B], f[SCALE], f[VSQ] = b, scale, vsq
 
 
 @register
-class Pegasos(Learner):
+class Pegasos(ScaledLearner):
     """Pegasos with regularisation ``lam`` (> 0), optional ``projection`` and ``bias``."""
 
     name = "pegasos"
-    _arrays = ("v",)
-    _float_slots = ("b", "scale", "vsq")
-    v: np.ndarray
+    _float_slots = _FLOATS
 
     def __init__(
         self,
@@ -138,19 +164,10 @@ class Pegasos(Learner):
         self.projection = boolean("projection", projection)
         self.bias = boolean("bias", bias)
         super().__init__(dim, n_classes)
-        self._f[self._fslot("scale")] = 1.0
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        thick, repeats = self._thick_args()
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y, self.v, self._c, self._f,
-            self.lam, self.projection, self.bias, out,
+            self.lam, self.projection, self.bias, thick, repeats, out, margins,
         )  # fmt: skip
-
-    def _served(self) -> tuple[np.ndarray, float]:
-        return self.v * self._f[2], float(self._f[1])
-
-    def decision(self, batch: Batch) -> np.ndarray:
-        _check_indices(batch, self.dim)
-        indptr, indices, data = _as_csr(batch)
-        dots: np.ndarray = csr_margins(indptr, indices, data, self.v, 0.0)
-        return dots * self._f[2] + self._f[1]

@@ -34,10 +34,40 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH
+from service.learning._kernels import FASTMATH, sign
 from service.learning.features import Batch
-from service.learning.linear import Learner
+from service.learning.linear import (
+    MAX_NORM,
+    MISTAKES,
+    SEEN,
+    UPDATES,
+    Learner,
+    float_slots,
+    int_slots,
+)
 from service.learning.registry import register
+
+_INTS = ("run", "pocket_run", "pocket_errors", "current")
+RUN, POCKET_RUN, POCKET_ERRORS, CURRENT = int_slots(*_INTS)
+_FLOATS = ("b", "bp")
+B, BP = float_slots(*_FLOATS)
+
+
+@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
+def _read(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, i: int, ww: np.ndarray
+) -> tuple[float, float, float]:
+    """``(w·x, pocket·x, ‖x‖²)`` of row i in one pass."""
+    sw = 0.0
+    sp = 0.0
+    sq = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        j = indices[k]
+        v = data[k]
+        sw += ww[j, 0] * v
+        sp += ww[j, 1] * v
+        sq += v * v
+    return sw, sp, sq
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -49,39 +79,45 @@ def _learn_kernel(
     ww: np.ndarray,
     c: np.ndarray,
     f: np.ndarray,
+    thick: float,
+    repeats: int,
     out: np.ndarray,
+    margins: np.ndarray,
 ) -> None:
     """c = [seen, mistakes, updates, run, pocket_run, pocket_errors, current];
     f = [max_norm, b, bp]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[0], c[1], c[2]
-    run, prun, perrs, current = c[3], c[4], c[5], c[6]
-    r2 = f[0] * f[0]
-    b = f[1]
-    bp = f[2]
+    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    run, prun, perrs, current = c[RUN], c[POCKET_RUN], c[POCKET_ERRORS], c[CURRENT]
+    r2 = f[MAX_NORM] * f[MAX_NORM]
+    b = f[B]
+    bp = f[BP]
+    lift = 0.0 if thick == np.inf else thick  # the perceptron's rule: update on y·sw ≤ lift
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        sw = 0.0
-        sp = 0.0
-        sq = 0.0
-        for k in range(lo, hi):
-            j = indices[k]
-            v = data[k]
-            sw += ww[j, 0] * v
-            sp += ww[j, 1] * v
-            sq += v * v
+        sw, sp, sq = _read(indptr, indices, data, i, ww)
         sw += b
         sp += bp
         served = sw if current == 1 else sp
-        yi = 1.0 if y[i] == 1 else -1.0
+        yi = sign(y[i])
         if sq > r2:
             r2 = sq
+        margins[i] = served
         if (served > 0.0) != (yi > 0.0):
             out[i] = True
             mistakes += 1
             if current == 0:
                 perrs += 1
-        if yi * sw <= 0.0:
+        changed = False
+        in_band = yi * served <= thick  # else not learned: no step, no run bookkeeping
+        for rep in range(repeats):
+            if rep > 0:
+                sw, sp, sq = _read(indptr, indices, data, i, ww)
+                sw += b
+                sp += bp
+                served = sw if current == 1 else sp
+            if yi * served > thick or yi * sw > lift:
+                break
             if current == 1:  # the pocket keeps the weights about to change: copy them now
                 ww[:, 1] = ww[:, 0]
                 bp = b
@@ -89,22 +125,29 @@ def _learn_kernel(
             for k in range(lo, hi):
                 ww[indices[k], 0] += yi * data[k]
             b += yi
+            changed = True
+        if changed:
             updates += 1
             run = 0
             perrs = 0
-        else:
+        elif not in_band:
+            pass
+        elif yi * sw > 0.0:  # w right: its run goes on
             run += 1
             if current == 1:
                 prun = run
             elif run > prun and perrs > 0:
                 current = 1
                 prun = run
+        else:  # w wrong, yet not moved (a thick threshold's margin-lifted rule did not fire)
+            run = 0
+            perrs = 0
         seen += 1
-    c[0], c[1], c[2] = seen, mistakes, updates
-    c[3], c[4], c[5], c[6] = run, prun, perrs, current
-    f[0] = np.sqrt(r2)
-    f[1] = b
-    f[2] = bp
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    c[RUN], c[POCKET_RUN], c[POCKET_ERRORS], c[CURRENT] = run, prun, perrs, current
+    f[MAX_NORM] = np.sqrt(r2)
+    f[B] = b
+    f[BP] = bp
 
 
 @register
@@ -114,13 +157,13 @@ class Pocket(Learner):
 
     name = "pocket"
     _arrays = ("ww",)
-    _int_slots = ("run", "pocket_run", "pocket_errors", "current")
-    _float_slots = ("b", "bp")
+    _int_slots = _INTS
+    _float_slots = _FLOATS
     ww: np.ndarray
 
     def __init__(self, dim: int, n_classes: int = 2):
         super().__init__(dim, n_classes)
-        self._c[self._islot("current")] = 1  # the pocket starts as the (zero) current weights
+        self._c[CURRENT] = 1  # the pocket starts as the (zero) current weights
 
     def _init_arrays(self) -> dict[str, np.ndarray]:
         """``w`` and the pocket interleaved, shape (dim, 2): both weights of a feature share a
@@ -137,13 +180,14 @@ class Pocket(Learner):
         """The pocket, when it is not the current ``w`` (a view)."""
         return self.ww[:, 1]
 
-    def _learn(self, batch: Batch, out: np.ndarray) -> None:
+    def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+        thick, repeats = self._thick_args()
         _learn_kernel(
             batch.indptr, batch.indices, batch.data, batch.y,
-            self.ww, self._c, self._f, out,
+            self.ww, self._c, self._f, thick, repeats, out, margins,
         )  # fmt: skip
 
     def _served(self) -> tuple[np.ndarray, float]:
-        if self._c[self._islot("current")] == 1:
-            return self.w, float(self._f[1])
-        return self.wp, float(self._f[2])
+        if self._c[CURRENT] == 1:
+            return self.w, float(self._f[B])
+        return self.wp, float(self._f[BP])

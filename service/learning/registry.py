@@ -94,9 +94,12 @@ def make_learner(
 
     Raises :class:`~service.errors.InvalidSpec` with ``field="algorithm"`` for an unknown
     algorithm and ``field="params.<name>"`` for an unknown or invalid hyper-parameter.
+    ``params["thick"]`` (train on or near errors; every binary learner) goes to
+    :meth:`Learner.set_thick <service.learning.linear.Learner.set_thick>`.
     """
     cls = learner_class(name, n_classes)
     given = dict(params or {})
+    thick = given.pop("thick", None)
     defaults = cls.defaults()
     for key in given:
         if key not in defaults:
@@ -105,7 +108,9 @@ def make_learner(
                 field=f"params.{key}",
             )
     kwargs = {k: _coerce(k, v, defaults[k]) for k, v in given.items()}
-    return cls(dim, n_classes, **kwargs)
+    learner = cls(dim, n_classes, **kwargs)
+    learner.set_thick(thick)
+    return learner
 
 
 _BINARY_MODULES = (
@@ -117,6 +122,7 @@ _BINARY_MODULES = (
     "pegasos",
     "logistic",
     "adagrad",
+    "ensemble",
 )
 
 

@@ -368,9 +368,11 @@ def _params(algorithm: str, n_classes: int, value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidSpec(f"params must be an object, got {value!r}", field="params")
     for k, v in value.items():
-        if type(v) not in (bool, int, float, str):
+        if not _json_like(v):
             raise InvalidSpec(
-                f"params.{k} must be a number, a bool or a string, got {v!r}", field=f"params.{k}"
+                f"params.{k} must be a number, a bool, a string (or, for options such as thick "
+                f"and members, JSON objects and lists of them), got {v!r}",
+                field=f"params.{k}",
             )
     try:
         learner = make_learner(algorithm, 1, n_classes, dict(value))
@@ -381,6 +383,20 @@ def _params(algorithm: str, n_classes: int, value: Any) -> dict[str, Any]:
     return {k: _plain(v) for k, v in learner.params.items()}
 
 
+def _json_like(v: Any, depth: int = 0) -> bool:
+    """A scalar, or (a few levels deep) a list / string-keyed object of such values; what each
+    value means is the learner's to validate."""
+    if v is None or type(v) in (bool, int, float, str):
+        return True
+    if depth >= 4:
+        return False
+    if isinstance(v, list | tuple):
+        return all(_json_like(x, depth + 1) for x in v)
+    if isinstance(v, Mapping):
+        return all(isinstance(k, str) and _json_like(x, depth + 1) for k, x in v.items())
+    return False
+
+
 def _plain(v: Any) -> Any:
     if isinstance(v, np.bool_):
         return bool(v)
@@ -388,6 +404,10 @@ def _plain(v: Any) -> Any:
         return int(v)
     if isinstance(v, np.floating):
         return float(v)
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
     return v
 
 

@@ -252,3 +252,65 @@ def test_bad_batches_rejected(key: tuple[str, bool]) -> None:
         learner.learn(Batch.from_rows([([0], [1.0])], [-1]))
     assert learner.examples_seen == 0
     assert learner.learn(Batch.empty()).shape == (0,)
+
+
+def _long_rows_batch(key: tuple[str, bool], n: int, seed: int) -> Batch:
+    rng = np.random.default_rng(seed)
+    rows, ys = [], []
+    for i in range(n):
+        size = int(rng.integers(20, DIM)) if i % 2 else int(rng.integers(1, 6))
+        idx = rng.choice(DIM, size=size, replace=False)
+        rows.append((idx.tolist(), rng.normal(size=idx.shape[0]).tolist()))
+        ys.append(int(rng.integers(0, n_classes(key[1]))))
+    return Batch.from_rows(rows, ys)
+
+
+@pytest.mark.parametrize("stream", ["short", "long"])
+def test_returned_margins_are_the_served_margins_before_each_row(
+    key: tuple[str, bool], stream: str
+) -> None:
+    """``learn(batch, margins=m)`` writes, for every row, exactly what ``decision()`` of the
+    learner as it stood just before that row gives — in the kernel's own pass — and the
+    mistake flags are the labels those margins predict, wrong."""
+    batch = (
+        random_batch(key, n=250, seed=12) if stream == "short" else _long_rows_batch(key, 150, 13)
+    )
+    learner, probe = build(key), build(key)
+    flags, margins = learner.learn_scored(batch)
+    assert margins.dtype == np.float64 and margins.shape == learner.margins_shape(batch.n)
+    for i in range(batch.n):
+        row = batch.row(i)
+        expected = probe.decision(row)[0]
+        assert margins[i].tobytes() == expected.tobytes(), (i, margins[i], expected)
+        probe.learn(row)
+    predicted = np.argmax(margins, axis=1) if key[1] else (margins > 0).astype(int)
+    np.testing.assert_array_equal(flags, predicted != batch.y)
+    assert_same_state(learner.get_state(), probe.get_state())
+    # the same through learn(batch, margins=...) on a caller's array, and without margins
+    again, out = build(key), np.full(learner.margins_shape(batch.n), np.nan)
+    np.testing.assert_array_equal(again.learn(batch, margins=out), flags)
+    assert out.tobytes() == margins.tobytes()
+    plain = build(key)
+    np.testing.assert_array_equal(plain.learn(batch), flags)
+    assert_same_state(plain.get_state(), learner.get_state())
+
+
+def test_margins_array_is_checked(key: tuple[str, bool]) -> None:
+    learner = build(key)
+    batch = random_batch(key, n=4)
+    shape = learner.margins_shape(4)
+    for bad in (np.empty(5), np.empty(shape, dtype=np.float32), np.empty((4, 7)), [0.0] * 4):
+        with pytest.raises(ValueError, match="margins must be"):
+            learner.learn(batch, margins=bad)  # type: ignore[arg-type]
+    assert learner.examples_seen == 0
+
+
+def test_extreme_values_never_raise(key: tuple[str, bool]) -> None:
+    """Tiny, huge and zero values (underflow, overflow) must not make a kernel raise: a worker
+    has to get through any batch the featurizer let in."""
+    rows = [([0], [1e-300]), ([1], [1e300]), ([2, 3], [0.0, 1e-200]), ([], []), ([4], [1.0])]
+    labels = [i % n_classes(key[1]) for i in range(len(rows) * 20)]
+    learner = build(key)
+    flags, margins = learner.learn_scored(Batch.from_rows(rows * 20, labels))
+    assert flags.shape == (100,) and margins.shape == learner.margins_shape(100)
+    assert learner.examples_seen == 100

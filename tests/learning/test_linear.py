@@ -131,7 +131,8 @@ def test_subclass_contract_is_small() -> None:
             self.level = positive("level", level)
             super().__init__(dim, n_classes)
 
-        def _learn(self, batch: Batch, out: np.ndarray) -> None:
+        def _learn(self, batch: Batch, out: np.ndarray, margins: np.ndarray) -> None:
+            margins[:] = self._f[1]
             out[:] = batch.y != 1
             self._c[0] += batch.n
             self._c[1] += int(out.sum())
