@@ -359,7 +359,11 @@ def evaluate_file(
         spec = build_spec(algorithm=algorithm, params=params, bits=bits, hashing=hashing, dim=dim,
                           classes=classes, normalize=normalize, preset=preset, text=text,
                           transform=transform)  # fmt: skip
-        featurizer = spec.featurizer(max_features=1 << 20, max_text_chars=1 << 26)
+        # offline, the file is trusted: the API's limits on names and words do not apply
+        featurizer = spec.featurizer(
+            max_features=1 << 20, max_text_chars=1 << 26, max_name_chars=1 << 26,
+            max_token_chars=1 << 26,
+        )  # fmt: skip
         # in file order the file is streamed chunk by chunk; an --order needs it all first
         groups = (
             _chunked(read_ndjson(path, read_order(order)), chunk)

@@ -6,6 +6,7 @@ A :class:`Batch` is a CSR matrix plus labels. Rows have unique, sorted column in
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,8 @@ import numpy as np
 from numba import njit
 
 from service.errors import InvalidExample
-from service.learning.text import TextFeaturizer
+from service.learning._textkernel import text_grams
+from service.learning.text import WORD_RE, TextFeaturizer
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,22 @@ as ``True == 1`` and ``False == 0`` in Python (and so in this dict)."""
 
 SCHEMA_CACHE_SIZE = 4096
 """How many distinct tuples of feature names the featurizer remembers (then it starts over)."""
+
+CACHE_BYTES = 16 << 20
+"""Default bound on the memory of a featurizer's caches (name → hash, tuple of names → codes
+and layouts, e-mail/token names → hash), counted in bytes of the names and arrays they hold:
+past it every cache starts over, so no stream of distinct names, however long, grows a process
+beyond it. (The compiled text path caches nothing.)"""
+
+MAX_NAME_CHARS = 1024
+"""Default longest feature name (characters); a longer one is an invalid example."""
+
+MAX_TOKEN_CHARS = 4096
+"""Default longest word token of a text (characters of a ``\\w+`` run of the lower-cased text,
+or of a decoded e-mail body); a text with a longer one is an invalid example."""
+
+FIELD_NAME_CHARS = 64
+"""How much of a feature name an error's ``field`` quotes (a longer name is cut, with "…")."""
 
 _MISSING = object()
 
@@ -285,11 +303,18 @@ class Featurizer:
         max_features: int = 100_000,
         max_text_chars: int = 1_000_000,
         cache_size: int = 1 << 20,
+        cache_bytes: int = CACHE_BYTES,
+        max_name_chars: int = MAX_NAME_CHARS,
+        max_token_chars: int = MAX_TOKEN_CHARS,
+        compiled_text: bool = True,
     ) -> None:
         for name, value in (
             ("max_features", max_features),
             ("max_text_chars", max_text_chars),
             ("cache_size", cache_size),
+            ("cache_bytes", cache_bytes),
+            ("max_name_chars", max_name_chars),
+            ("max_token_chars", max_token_chars),
         ):
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -308,16 +333,27 @@ class Featurizer:
         self.max_features = max_features
         self.max_text_chars = max_text_chars
         self.cache_size = cache_size
+        self.cache_bytes = cache_bytes
+        self.max_name_chars = max_name_chars
+        self.max_token_chars = max_token_chars
+        self._cached = 0  # bytes charged to the caches since they last started over
+        self.compiled_text = bool(compiled_text)
         self._codes: dict[Any, int] = {}
         self._schemas: dict[tuple[Any, ...], np.ndarray] = {}
         self._layouts: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, Any, np.ndarray]] = {}
         self._wcodes: dict[str, int] = {}
         self._ccodes: dict[str, int] = {}
+        self._xcodes: dict[str, int] = {}
         text = spec.text
         self._text_normalize = bool(text.normalize) if text is not None else False
         self._text = (
             TextFeaturizer(
-                word_ngrams=text.word_ngrams, char_ngrams=text.char_ngrams, binary=text.binary
+                word_ngrams=text.word_ngrams,
+                char_ngrams=text.char_ngrams,
+                binary=text.binary,
+                char_limit=getattr(text, "char_limit", None),
+                email=getattr(text, "email", False),
+                tokens=getattr(text, "tokens", ()),
             )
             if text is not None
             else None
@@ -506,7 +542,7 @@ class Featurizer:
                 and 0 < len(schemas[0]) <= self.max_features
             )
             codes = self._lookup(schemas[:1] if one else schemas, errors)
-            vals = _to_float(values, ends, errors, lambda p: f"features.{_flat(schemas)[p]}")
+            vals = _to_float(values, ends, errors, lambda p: _field(_flat(schemas)[p]))
             if vals is not None and self._log1p:
                 vals = np.copysign(np.log1p(np.abs(vals)), vals)
             if one and codes is not None and vals is not None and not errors:
@@ -541,10 +577,21 @@ class Featurizer:
                 vals_parts.append(dvals)
         # text
         if texts:
-            r, c, v = self._text_features(text_rows, texts)
-            rows_parts.append(r)
-            cols_parts.append(c)
-            vals_parts.append(v)
+            bad = _first_unencodable(texts)
+            if bad >= 0:
+                errors.append(
+                    InvalidExample(
+                        "text is not valid Unicode (it holds a lone surrogate)",
+                        field="text",
+                        index=text_rows[bad],
+                    )
+                )
+            else:
+                got = self._text_features(text_rows, texts, errors)
+                if got is not None:
+                    rows_parts.append(got[0])
+                    cols_parts.append(got[1])
+                    vals_parts.append(got[2])
         if errors:
             raise min(errors, key=lambda e: e.index if e.index is not None else -1)
         if len(rows_parts) == 1:
@@ -589,7 +636,9 @@ class Featurizer:
             first = np.concatenate(([True], sorted_cols[1:] != sorted_cols[:-1]))
             starts = None if first.all() else np.flatnonzero(first)
             unique_cols = sorted_cols[first].astype(np.int32)
-            info = self._layouts[key] = (order, signs[order], starts, unique_cols)
+            info = (order, signs[order], starts, unique_cols)
+            self._charge(sum(x.nbytes for x in info if x is not None) + 200)
+            self._layouts[key] = info
         order, signs, starts, unique_cols = info
         V = vals.reshape(n, -1)[:, order] * signs
         if starts is not None:  # hash collisions inside the schema: sum them
@@ -623,10 +672,12 @@ class Featurizer:
                 a = known.get(k)
                 if a is None:
                     try:
-                        a = known[k] = self._schema_codes(k)
+                        a = self._schema_codes(k)
                     except _BadName as e:
-                        errors.append(InvalidExample(e.msg, field=f"features.{e.name}", index=i))
+                        errors.append(InvalidExample(e.msg, field=_field(e.name), index=i))
                         return None
+                    self._charge(_tuple_bytes(k) + a.nbytes)
+                    known[k] = a
                 arrays.append(a)
         return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
 
@@ -639,17 +690,26 @@ class Featurizer:
             code = cache.get(name)
             if code is None:
                 try:
-                    code = cache[name] = self._code(name)
+                    code = self._code(name)
                 except ValueError as e:
                     raise _BadName(name, str(e)) from None
+                self._charge(sys.getsizeof(name) + _ENTRY_BYTES)
+                cache[name] = code
             out[t] = code
         return out
 
     def _code(self, name: Any) -> int:
+        if type(name) is str and len(name) > self.max_name_chars:
+            raise ValueError(
+                f"a feature name has {len(name)} characters, more than "
+                f"max_name_chars={self.max_name_chars}"
+            )
         if self.hashing:
             if type(name) is not str:
                 raise ValueError(f"feature names must be strings, got {name!r}")
-            return int(mmh3.hash(name, 0, signed=True))
+            # hashed as UTF-8 bytes (the same hash as the str): a lone surrogate is a
+            # UnicodeEncodeError (a ValueError) here, not a crash inside mmh3
+            return int(mmh3.hash(name.encode("utf-8"), 0, signed=True))
         if type(name) is int:
             idx = name
         elif type(name) is str and name.isascii() and name.isdigit():
@@ -663,43 +723,100 @@ class Featurizer:
         return idx
 
     def _text_features(
-        self, text_rows: list[int], texts: list[str]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        assert self._text is not None
-        tok = self._text.tokens
-        wcache, ccache = self._wcodes, self._ccodes
-        if len(wcache) > self.cache_size:
-            wcache.clear()
-        if len(ccache) > self.cache_size:
-            ccache.clear()
-        codes: list[int] = []
-        vals: list[int] = []
-        counts = np.empty(len(texts), dtype=np.int64)
-        hash_ = mmh3.hash
-        for k, t in enumerate(texts):
-            words, chars = tok(t)
-            for grams, cache, prefix in ((words, wcache, "w:"), (chars, ccache, "c:")):
-                if not grams:
-                    continue
-                try:
-                    codes.extend(list(map(cache.__getitem__, grams)))  # all or nothing
-                except KeyError:
-                    for g in grams:
-                        h = cache.get(g)
-                        if h is None:
-                            h = cache[g] = hash_(prefix + g, 0, signed=True)
-                        codes.append(h)
-                vals.extend(grams.values())
-            counts[k] = len(codes)
-        counts = np.diff(counts, prepend=0)
+        self, text_rows: list[int], texts: list[str], errors: list[InvalidExample]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(rows, codes, values) of the texts: per text, the body's ``w:`` then ``c:`` names,
+        then the e-mail header and special-token names, each distinct name once (the order
+        :meth:`TextFeaturizer.features` gives)."""
+        tf = self._text
+        assert tf is not None
+        bodies = texts
+        extra: list[dict[str, int]] = []
+        if tf.has_extras:
+            split = [tf.extras(t) for t in texts]
+            bodies = [body for body, _ in split]
+            extra = [names for _, names in split]
+        normalised = self._text_normalize and not extra  # the kernel can do it alone
+        if self.compiled_text:
+            c, v, counts, bad = text_grams(bodies, tf.word_ngrams, tf.char_ngrams, tf.char_limit,
+                                           tf.binary, normalised, self.max_token_chars)  # fmt: skip
+        else:
+            c, v, counts, bad = self._python_grams(bodies)
+            normalised = False
+        if bad >= 0:
+            errors.append(
+                InvalidExample(
+                    f"text has a word of more than max_token_chars={self.max_token_chars} "
+                    "characters",
+                    field="text",
+                    index=text_rows[bad],
+                )
+            )
+            return None
         rows = np.repeat(np.asarray(text_rows, dtype=np.int64), counts)
-        c = np.fromiter(codes, dtype=np.int64, count=len(codes))
-        v = np.fromiter(vals, dtype=np.float64, count=len(vals))
-        if self._text_normalize and v.size:
-            local = np.repeat(np.arange(len(texts)), counts)
+        if extra:
+            xc, xv, xn = self._hash_names(extra, self._xcodes)
+            xrows = np.repeat(np.asarray(text_rows, dtype=np.int64), xn)
+            rows = np.concatenate([rows, xrows])
+            c = np.concatenate([c, xc])
+            v = np.concatenate([v, xv])
+            counts = np.concatenate([counts, xn])
+        if self._text_normalize and not normalised and v.size:
+            local = np.repeat(np.tile(np.arange(len(texts)), len(counts) // len(texts)), counts)
             norms = np.sqrt(np.bincount(local, weights=v * v, minlength=len(texts)))
             v = v / norms[local]
         return rows, c, v
+
+    def _python_grams(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """The reference of the compiled path: tokens in Python, names hashed through the
+        caches (``compiled_text=False``)."""
+        assert self._text is not None
+        longest = self.max_token_chars
+        for k, t in enumerate(texts):
+            if max(map(len, WORD_RE.findall(t.lower())), default=0) > longest:
+                return np.zeros(0, np.int64), np.zeros(0), np.zeros(len(texts), np.int64), k
+        tok = self._text.tokens
+        pairs = [tok(t) for t in texts]
+        wc, wv, wn = self._hash_names([w for w, _ in pairs], self._wcodes, "w:")
+        cc, cv, cn = self._hash_names([c for _, c in pairs], self._ccodes, "c:")
+        # per text: its words, then its characters
+        order = np.argsort(
+            np.concatenate([np.repeat(np.arange(len(texts)) * 2, wn),
+                            np.repeat(np.arange(len(texts)) * 2 + 1, cn)]),
+            kind="stable",
+        )  # fmt: skip
+        return np.concatenate([wc, cc])[order], np.concatenate([wv, cv])[order], wn + cn, -1
+
+    def _hash_names(
+        self, per_text: list[dict[str, int]], cache: dict[str, int], prefix: str = ""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(codes, values, per-text counts) of ``prefix + name`` for each text's names, with
+        name → hash cached in ``cache`` (cleared when it passes its bound)."""
+        if len(cache) > self.cache_size:
+            cache.clear()
+        codes: list[int] = []
+        vals: list[int] = []
+        counts = np.empty(len(per_text), dtype=np.int64)
+        hash_ = mmh3.hash
+        for k, grams in enumerate(per_text):
+            counts[k] = len(grams)
+            if not grams:
+                continue
+            try:
+                codes.extend(list(map(cache.__getitem__, grams)))  # all or nothing
+            except KeyError:
+                for g in grams:
+                    h = cache.get(g)
+                    if h is None:
+                        h = cache[g] = hash_(prefix + g, 0, signed=True)
+                        self._charge(sys.getsizeof(g) + _ENTRY_BYTES)
+                    codes.append(h)
+            vals.extend(grams.values())
+        return (
+            np.fromiter(codes, dtype=np.int64, count=len(codes)),
+            np.fromiter(vals, dtype=np.float64, count=len(vals)),
+            counts,
+        )
 
     def _add_quadratic(
         self,
@@ -716,8 +833,11 @@ class Featurizer:
         if len(group_of) > self.cache_size:
             group_of.clear()
         index = {g: k for k, g in enumerate(self._groups)}
-        for name in set(names).difference(group_of):
-            group_of[name] = index.get(str(name).partition(":")[0], -1) if ":" in name else -1
+        new = set(names).difference(group_of)
+        if new:  # charged first: a charge past the bound clears group_of, then all are new
+            self._charge(sum(sys.getsizeof(name) + _ENTRY_BYTES for name in new))
+            for name in set(names).difference(group_of):
+                group_of[name] = index.get(str(name).partition(":")[0], -1) if ":" in name else -1
         grp = np.fromiter(map(group_of.__getitem__, names), dtype=np.int64, count=len(names))
         pos = np.arange(len(names), dtype=np.int64)
         for a, b in self._quadratic:
@@ -743,10 +863,55 @@ class Featurizer:
             cols_parts.append(_mix(ha, hb))
             vals_parts.append(vals[ea] * vals[eb])
 
+    def _charge(self, nbytes: int) -> None:
+        """Count ``nbytes`` more held by the caches; past ``cache_bytes`` they all start over
+        (the entry being added then goes into the fresh caches)."""
+        self._cached += nbytes
+        if self._cached > self.cache_bytes:
+            for cache in (self._codes, self._schemas, self._layouts, self._wcodes,
+                          self._ccodes, self._xcodes, self._group_of):  # fmt: skip
+                cache.clear()
+            self._cached = nbytes
+
+    @property
+    def cached_bytes(self) -> int:
+        """Bytes the caches hold now, as counted against ``cache_bytes``."""
+        return self._cached
+
+
+_ENTRY_BYTES = 100
+"""What a dict entry costs besides its key: the slot, the hash, the int value."""
+
+
+def _tuple_bytes(names: tuple[Any, ...]) -> int:
+    return sys.getsizeof(names) + sum(map(sys.getsizeof, names))
+
+
+def _field(name: Any) -> str:
+    """``features.<name>`` for an error, the name cut to :data:`FIELD_NAME_CHARS`."""
+    text = str(name)
+    if len(text) > FIELD_NAME_CHARS:
+        text = text[:FIELD_NAME_CHARS] + "…"
+    return f"features.{text}"
+
 
 class _BadName(Exception):
     def __init__(self, name: Any, msg: str) -> None:
         self.name, self.msg = name, msg
+
+
+def _first_unencodable(texts: list[str]) -> int:
+    """Index of the first text that is not valid UTF-8 (a lone surrogate, which JSON's
+    ``\\ud800`` can carry), or -1."""
+    try:
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        for k, t in enumerate(texts):
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError:
+                return k
+    return -1
 
 
 def _flat(schemas: list[tuple[Any, ...]]) -> list[Any]:
@@ -822,6 +987,45 @@ def _same(c: np.ndarray, a: int, b: int, m: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
+def _stable_order(c: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The positions ``0..hi-lo-1`` ordered by column ``c[lo + t]`` (all >= 0), equal columns
+    in position order: an insertion sort for short rows, else an LSD radix sort on bytes of
+    the column (stable, so duplicates are later summed in the order they came)."""
+    n = hi - lo
+    order = np.arange(n)
+    if n <= 24:
+        for t in range(1, n):
+            x = order[t]
+            key = c[lo + x]
+            u = t - 1
+            while u >= 0 and c[lo + order[u]] > key:
+                order[u + 1] = order[u]
+                u -= 1
+            order[u + 1] = x
+        return order
+    top = 0
+    for t in range(n):
+        top = max(top, c[lo + t])
+    tmp = np.empty(n, dtype=np.int64)
+    cnt = np.empty(257, dtype=np.int64)
+    shift = 0
+    while (top >> shift) > 0:
+        cnt[:] = 0
+        for t in range(n):
+            cnt[((c[lo + order[t]] >> shift) & 255) + 1] += 1
+        for d in range(256):
+            cnt[d + 1] += cnt[d]
+        for t in range(n):
+            x = order[t]
+            d = (c[lo + x] >> shift) & 255
+            tmp[cnt[d]] = x
+            cnt[d] += 1
+        order, tmp = tmp, order
+        shift += 8
+    return order
+
+
+@njit(cache=True, nogil=True)
 def _assemble(
     rows: np.ndarray,
     codes: np.ndarray,
@@ -836,7 +1040,7 @@ def _assemble(
     negated when ``code < 0``. The last result is the first row with more than
     ``max_features`` entries (then the CSR arrays are empty), or -1.
 
-    Linear in nnz plus a small sort per row whose columns are not already increasing; a row
+    Linear in nnz plus a small stable sort per row whose columns are not already increasing; a row
     with the same column sequence as the row before (one schema, example after example)
     reuses that row's order instead of sorting again.
     """
@@ -881,12 +1085,7 @@ def _assemble(
         if ordered:
             order = np.arange(hi - lo)
         elif not (hi - lo == phi - plo and _same(c2, lo, plo, hi - lo)):
-            # sort (column, position) packed in one int64: positions < 2**20 (max_features)
-            keys = np.empty(hi - lo, dtype=np.int64)
-            for t in range(hi - lo):
-                keys[t] = (c2[lo + t] << 20) | t
-            keys.sort()
-            order = keys & 0xFFFFF
+            order = _stable_order(c2, lo, hi)
         plo = lo
         phi = hi
         first = m

@@ -38,7 +38,7 @@ from service.errors import InvalidSpec
 from service.learning.features import TRANSFORMS, Featurizer
 from service.learning.linear import Learner
 from service.learning.registry import make_learner
-from service.learning.text import check_ngram_range
+from service.learning.text import check_char_limit, check_ngram_range, check_token_kinds
 
 DEFAULT_BITS = 18
 MAX_BITS = 28
@@ -49,7 +49,8 @@ SPEC_KEYS = frozenset(
      "quadratic", "normalize", "transform", "preset"}
 )  # fmt: skip
 TEXT_DEFAULTS: dict[str, Any] = {
-    "word_ngrams": (1, 1), "char_ngrams": None, "binary": True, "normalize": True
+    "word_ngrams": (1, 1), "char_ngrams": None, "binary": True, "normalize": True,
+    "char_limit": None, "email": False, "tokens": (),
 }  # fmt: skip
 TEXT_KEYS = frozenset(TEXT_DEFAULTS)
 
@@ -88,13 +89,19 @@ class TextSpec:
 
     ``word_ngrams``/``char_ngrams``: ``(lo, hi)`` ranges of n, or None to leave them out;
     ``binary``: 1 per distinct token instead of counts; ``normalize``: scale the text part of
-    an example to unit L2 norm (named features keep their values).
+    an example to unit L2 norm (named features keep their values); ``char_limit``: character
+    n-grams only within the first N characters of the normalised text (None: all);
+    ``email``: RFC 822 messages give header features (``h:<field>:``) apart from the body;
+    ``tokens``: special tokens among ``url``, ``number``, ``currency``, ``caps``.
     """
 
     word_ngrams: tuple[int, int] | None = (1, 1)
     char_ngrams: tuple[int, int] | None = None
     binary: bool = True
     normalize: bool = True
+    char_limit: int | None = None
+    email: bool = False
+    tokens: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, d: Any) -> TextSpec:
@@ -119,14 +126,24 @@ class TextSpec:
         if ranges["word_ngrams"] is None and ranges["char_ngrams"] is None:
             raise InvalidSpec("text needs word_ngrams or char_ngrams (both are null)", field="text")
         flags = {}
-        for key in ("binary", "normalize"):
+        for key in ("binary", "normalize", "email"):
             value = d.get(key, TEXT_DEFAULTS[key])
             if type(value) is not bool:
                 raise InvalidSpec(f"text.{key} must be true or false, got {value!r}",
                                   field=f"text.{key}")  # fmt: skip
             flags[key] = value
+        try:
+            char_limit = check_char_limit(d.get("char_limit"))
+        except ValueError as e:
+            raise InvalidSpec(f"text.{e}", field="text.char_limit") from None
+        if char_limit is not None and ranges["char_ngrams"] is None:
+            raise InvalidSpec("text.char_limit needs char_ngrams", field="text.char_limit")
+        try:
+            tokens = check_token_kinds(d.get("tokens", ()))
+        except ValueError as e:
+            raise InvalidSpec(f"text.{e}", field="text.tokens") from None
         return cls(ranges["word_ngrams"], ranges["char_ngrams"], flags["binary"],
-                   flags["normalize"])  # fmt: skip
+                   flags["normalize"], char_limit, flags["email"], tokens)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,6 +151,9 @@ class TextSpec:
             "char_ngrams": list(self.char_ngrams) if self.char_ngrams else None,
             "binary": self.binary,
             "normalize": self.normalize,
+            "char_limit": self.char_limit,
+            "email": self.email,
+            "tokens": list(self.tokens),
         }
 
 
@@ -167,8 +187,9 @@ class ModelSpec:
         """A fresh learner for this spec (weights of shape (dim,) or (K, dim))."""
         return make_learner(self.algorithm, self.dim, self.n_classes, self.params)
 
-    def featurizer(self, **limits: int) -> Featurizer:
-        """The featurizer of this spec; ``limits`` are ``max_features``, ``max_text_chars``…"""
+    def featurizer(self, **limits: Any) -> Featurizer:
+        """The featurizer of this spec; ``limits`` are ``max_features``, ``max_text_chars``…
+        (the keyword arguments of :class:`Featurizer`)."""
         return Featurizer(self, **limits)
 
     # -- (de)serialisation -----------------------------------------------------------------------

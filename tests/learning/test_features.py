@@ -418,3 +418,14 @@ def test_a_bad_name_after_a_dense_row_names_its_own_index() -> None:
         )
     assert info.value.index == 1
     assert info.value.field == "features.7"
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 24, 25, 97, 1000])
+@pytest.mark.parametrize("bits", [1, 4, 20, 28, 40])
+def test_the_row_sort_is_a_stable_sort_by_column(n: int, bits: int) -> None:
+    from service.learning.features import _stable_order
+
+    rng = np.random.default_rng(n * 100 + bits)
+    c = np.concatenate([[7, 7], rng.integers(0, 2**bits, n)]).astype(np.int64)
+    got = _stable_order(c, 2, 2 + n)
+    np.testing.assert_array_equal(got, np.argsort(c[2:], kind="stable"))
