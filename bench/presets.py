@@ -1,6 +1,7 @@
-"""Choose the ``spam`` preset by measurement: progressive error and ROC AUC of candidate specs
-on Spambase (numeric features, shuffled order) and on synthetic text spam streams
-(``bench/textgen.py``), printed as markdown tables for ``docs/presets.md``.
+"""The first, synthetic study of the ``spam`` preset: progressive error and ROC AUC of candidate
+specs on Spambase (numeric features, shuffled order) and on synthetic text spam streams
+(``bench/textgen.py``), printed as markdown tables. The preset is now chosen on real text
+against Vowpal Wabbit, River and scikit-learn by ``bench/quality.py`` (``docs/presets.md``).
 
     python bench/presets.py [--text-examples 20000] [--seeds 0 1]
 

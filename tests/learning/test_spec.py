@@ -211,3 +211,78 @@ def test_sane_values_at_the_edges_are_taken() -> None:
     assert ModelSpec.from_dict({"algorithm": "pa1", "params": {"C": 1e-12}}).params["C"] == 1e-12
     assert ModelSpec.from_dict({"algorithm": "pa1", "params": {"C": 10**12}}).params["C"] == 1e12
     assert ModelSpec.from_dict({"algorithm": "logistic", "params": {"l2": 0}}).params["l2"] == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# the presets themselves: valid, canonical, and better than a trivial baseline on shipped data
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "classes"), [("spam", ["ham", "spam"]), ("text", ["a", "b", "c"])]
+)
+def test_each_preset_is_a_valid_canonical_spec(name: str, classes: list[str]) -> None:
+    spec = ModelSpec.from_dict({"preset": name, "classes": classes})
+    assert spec.preset == name and spec.algorithm == PRESETS[name]["algorithm"]
+    assert spec.to_dict()["text"] == TextSpec.from_dict(PRESETS[name]["text"]).to_dict()
+    assert ModelSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    learner = spec.build_learner()
+    mail = "From: a@example.com\nSubject: WIN cash\n\nCall 0800 123 now for your £100 prize!"
+    batch = spec.featurizer().transform(
+        [{"text": mail, "label": classes[-1]}, {"text": "see you at lunch", "label": classes[0]}]
+    )
+    assert batch.n == 2 and batch.nnz > 0
+    assert learner.learn(batch).shape == (2,)
+
+
+def _textgen() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "textgen.py"
+    spec = importlib.util.spec_from_file_location("textgen", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_spam_preset_beats_trivial_baselines_on_the_shipped_text_stream(tmp_path: Any) -> None:
+    from service.evaluate import evaluate_file
+
+    examples = list(_textgen().SpamStream(seed=3).examples(4000))
+    path = tmp_path / "text.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in examples))
+    spam = evaluate_file(path, preset="spam", classes=["ham", "spam"])
+    n_spam = sum(e["label"] == "spam" for e in examples)
+    majority = min(n_spam, len(examples) - n_spam)  # always predicting the larger class
+    assert spam.examples == len(examples)
+    assert spam.mistakes < majority / 3
+    assert spam.auc is not None and spam.auc > 0.95
+    perceptron = evaluate_file(path, algorithm="perceptron", classes=["ham", "spam"],
+                               text=PRESETS["spam"]["text"])  # fmt: skip
+    assert spam.mistakes < perceptron.mistakes  # the same features, a plain learner
+
+
+def test_the_text_preset_beats_the_majority_class_on_a_multiclass_text_stream(
+    tmp_path: Any,
+) -> None:
+    import random
+
+    from service.evaluate import evaluate_file
+
+    rng = random.Random(0)
+    noise = [f"w{i}" for i in range(300)]
+    topics = {t: [f"{t}{i}" for i in range(40)] for t in ("sport", "money", "music")}
+    lines = []
+    for i in range(3000):
+        topic = rng.choice(list(topics))
+        words = rng.sample(noise, 8) + rng.sample(topics[topic], 2)
+        rng.shuffle(words)
+        lines.append(json.dumps({"id": str(i), "text": " ".join(words), "label": topic}))
+    path = tmp_path / "topics.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    text = evaluate_file(path, preset="text", classes=list(topics))
+    counts = [sum(f'"label": "{t}"' in line for line in lines) for t in topics]
+    assert text.examples == 3000
+    assert text.mistakes < (3000 - max(counts)) / 4
