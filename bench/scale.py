@@ -201,10 +201,10 @@ def bodies(batch: int, count: int, seed: int) -> list[bytes]:
     return out
 
 
-async def snapshot(port: int, models: list[str]) -> tuple[int, int]:
-    """Sum of ``examples_seen`` and of ``lag`` over the models (one connection, in turn)."""
+async def snapshot(port: int, models: list[str]) -> tuple[int, int, int]:
+    """Sums of ``examples_seen``, ``lag`` and head ``version`` over the models (in turn)."""
     c = await Conn(port).open()
-    seen = lag = 0
+    seen = lag = versions = 0
     for m in models:
         status, data = await c.request("GET", f"/models/{m}/metrics")
         if status != 200:
@@ -212,8 +212,9 @@ async def snapshot(port: int, models: list[str]) -> tuple[int, int]:
         doc = orjson.loads(data)
         seen += int(doc["examples_seen"])
         lag += int(doc.get("lag") or 0)
+        versions += int(doc.get("version") or 0)
     c.close()
-    return seen, lag
+    return seen, lag, versions
 
 
 @dataclass
@@ -222,6 +223,7 @@ class Result:
     ingest: float = 0.0
     learn: float = 0.0
     backlog: int = 0
+    versions: float = 0.0  # versions published per second, all models
     statuses: dict[int, int] = field(default_factory=dict)
     cpu_us: dict[str, float] = field(default_factory=dict)  # CPU µs per example ingested
     fresh: list[float] = field(default_factory=list)
@@ -247,7 +249,7 @@ async def throughput(
         "redis": redis_pids,
         "client": [os.getpid()],
     }
-    seen0, _ = await snapshot(procs.ports[0], models)
+    seen0, _, v0 = await snapshot(procs.ports[0], models)
     cpu0 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in cpu_pids.items()}
     t0 = time.perf_counter()
     end = t0 + args.seconds
@@ -269,13 +271,14 @@ async def throughput(
     await asyncio.gather(*(run(c) for c in conns))
     elapsed = time.perf_counter() - t0
     cpu1 = {k: sum(cpu_seconds(p) for p in pids) for k, pids in cpu_pids.items()}
-    seen1, lag = await snapshot(procs.ports[0], models)
+    seen1, lag, v1 = await snapshot(procs.ports[0], models)
     elapsed_seen = time.perf_counter() - t0
     for c in conns:
         c.close()
     res.ingest = accepted / elapsed
     res.learn = (seen1 - seen0) / elapsed_seen
     res.backlog = lag
+    res.versions = (v1 - v0) / elapsed_seen
     res.cpu_us = {k: (cpu1[k] - cpu0[k]) / max(accepted, 1) * 1e6 for k in cpu_pids}
 
 
@@ -379,7 +382,18 @@ async def run_shape(
             if status != 200:
                 raise RuntimeError(f"warm-up of {m} on port {port}: {status} {data[:300]!r}")
 
-        await asyncio.gather(*(warm_up(p, m) for p in procs.ports for m in models))
+        # One request per API process first, so that its cluster client learns the topology
+        # alone: redis-py 8.1's async RedisCluster, hit by ~100 concurrent first commands,
+        # sometimes uses a connection another task has just reset (AttributeError, a 500).
+        for p in procs.ports:
+            await snapshot(p, models[:1])
+        gate = asyncio.Semaphore(16)
+
+        async def gated(port: int, m: str) -> None:
+            async with gate:
+                await warm_up(port, m)
+
+        await asyncio.gather(*(gated(p, m) for p in procs.ports for m in models))
         redis_pids = [n.proc.pid for n in cluster.nodes if n.proc is not None]
         await throughput(procs, models, payloads, args.batch, args, redis_pids, res)
         await drain(procs.ports[0], models, args.drain_seconds)
@@ -402,17 +416,17 @@ def pct(xs: list[float], q: float) -> float:
 
 def table(results: list[Result], args: argparse.Namespace) -> str:
     head = (
-        "| shape (API×workers) | ingested ex/s | learned ex/s | backlog at end | "
+        "| shape (API×workers) | ingested ex/s | learned ex/s | backlog at end | versions/s | "
         "µs CPU/ex: API | worker | Redis | client | freshness p50 / p99 ms (at ex/s) | "
         "Redis MB |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 11]
     for r in results:
         bad = {k: v for k, v in r.statuses.items() if k != 202}
         cpu = r.cpu_us
         lines.append(
             f"| {r.shape.name} | {r.ingest:,.0f} | {r.learn:,.0f} | {r.backlog:,}"
-            f"{' ' + str(bad) if bad else ''} | {cpu['api']:.1f} | {cpu['worker']:.1f} | "
+            f"{' ' + str(bad) if bad else ''} | {r.versions:.0f} | {cpu['api']:.1f} | {cpu['worker']:.1f} | "
             f"{cpu['redis']:.1f} | {cpu['client']:.1f} | "
             f"{pct(r.fresh, 0.5):.0f} / {pct(r.fresh, 0.99):.0f} ({r.fresh_rate:,.0f}; "
             f"n={len(r.fresh)}{', timeouts=' + str(r.timeouts) if r.timeouts else ''}) | "
