@@ -238,6 +238,7 @@ class RedisCluster(_Managed):
     """A local Redis Cluster of ``masters`` masters and no replicas, slots spread evenly."""
 
     masters: int = 3
+    node_args: Sequence[str] = ()  # extra redis-server arguments for every node
     nodes: list[RedisServer] = field(default_factory=list)
 
     @property
@@ -247,7 +248,7 @@ class RedisCluster(_Managed):
 
     def start(self, timeout: float = 30.0) -> RedisCluster:
         for _ in range(self.masters):
-            self.nodes.append(RedisServer(cluster=True).start())
+            self.nodes.append(RedisServer(cluster=True, extra_args=self.node_args).start())
         create = [REDIS_CLI, "--cluster", "create", *(n.address for n in self.nodes)]
         subprocess.run(
             [*create, "--cluster-replicas", "0", "--cluster-yes"],
