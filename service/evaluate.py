@@ -489,14 +489,14 @@ def run_command(
     progress: bool = True,
     **options: Any,
 ) -> Report:
-    """Evaluate and print: a table (or one JSON object as stdout's last line)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-    from rich.table import Table
-
-    err = Console(stderr=True)
+    """Evaluate and print: a table (or one JSON object as stdout's last line). rich is
+    imported only for the progress bar and the table (``--json`` without a bar: never)."""
     show = progress and path.stat().st_size >= PROGRESS_MIN_BYTES
     if show:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        err = Console(stderr=True)
         total = count_examples(path, options.get("fmt"))
         with Progress(
             "[progress.description]{task.description}",
@@ -513,6 +513,9 @@ def run_command(
     if json_out:
         print(orjson.dumps(report.to_dict()).decode())
         return report
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"progressive validation of {path.name}", show_header=False)
     params = ", ".join(f"{k}={v}" for k, v in report.params.items())
     rows: list[tuple[str, str]] = [
