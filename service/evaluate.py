@@ -43,7 +43,7 @@ from service.learning.features import ALLOWED_KEYS, Batch, Labels
 from service.learning.linear import Learner
 from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec
-from service.svmlight import Parsed, parse_svmlight
+from service.svmlight import Parsed, read_svmlight_file
 
 Progress = Callable[[int], None]
 """Called with the number of examples just processed (for a progress bar)."""
@@ -339,9 +339,7 @@ def evaluate_file(
             raise EvaluationError(
                 "svmlight indices are used as given: --bits, --preset and --text do not apply"
             )
-        with open_binary(path) as fh:
-            raw = fh.read()
-        parsed = parse_svmlight(raw, normalize=normalize, transform=transform or "none")
+        parsed = read_svmlight_file(path, normalize=normalize, transform=transform or "none")
         size = max(dim or 0, parsed.max_index + 1, 1)
         if dim is not None and parsed.max_index >= dim:
             raise EvaluationError(

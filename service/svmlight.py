@@ -21,11 +21,15 @@ zeros dropped (the :class:`~service.learning.features.Batch` contract).
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+from service.datasets import COMPRESSED, open_binary
 from service.errors import MalformedBody
 from service.learning.features import MAX_ABS_VALUE, _assemble
 
@@ -401,7 +405,24 @@ class Parsed:
         return self.indptr, self.indices, self.data
 
 
-def parse_svmlight(text: bytes, *, normalize: bool = False, transform: str = "none") -> Parsed:
+def read_svmlight_file(path: Path, *, normalize: bool = False, transform: str = "none") -> Parsed:
+    """:func:`parse_svmlight` of a file. An uncompressed one is memory-mapped, not read: the
+    scan reads the page cache in place (no copy of the file into a new buffer)."""
+    if path.suffix.lower() not in COMPRESSED and path.stat().st_size > 0:
+        with path.open("rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            return parse_svmlight(mapped, normalize=normalize, transform=transform)
+        finally:
+            with contextlib.suppress(BufferError):  # a traceback still views it: GC unmaps it
+                mapped.close()
+    with open_binary(path) as fh:
+        return parse_svmlight(fh.read(), normalize=normalize, transform=transform)
+
+
+def parse_svmlight(
+    text: bytes | mmap.mmap, *, normalize: bool = False, transform: str = "none"
+) -> Parsed:
     """Parse a whole svmlight buffer; ``MalformedBody`` names the (1-based) line at fault.
 
     ``transform="log1p"`` and ``normalize`` act as in the featurizer (values, then rows)."""
@@ -467,4 +488,4 @@ def parse_svmlight(text: bytes, *, normalize: bool = False, transform: str = "no
     )
 
 
-__all__ = ["Parsed", "parse_svmlight"]
+__all__ = ["Parsed", "parse_svmlight", "read_svmlight_file"]

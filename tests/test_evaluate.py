@@ -19,7 +19,7 @@ from service.errors import MalformedBody
 from service.evaluate import EvaluationError, evaluate_file, parse_classes, roc_auc
 from service.learning.features import Batch
 from service.learning.spec import ModelSpec
-from service.svmlight import _POW10, _scan_plain, parse_svmlight
+from service.svmlight import _POW10, _scan_plain, parse_svmlight, read_svmlight_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,6 +144,27 @@ def test_svmlight_fast_and_general_scans_agree_wherever_the_file_changes_style()
     named = parse_svmlight("\n".join([*lines[:300], "ham 1:1"]).encode())
     assert named.labels is not None and len(named.labels) == 301
     assert named.labels[:300] == [r.split(" ", 1)[0].encode() for r in lines[:300]]
+
+
+def test_svmlight_files_plain_mapped_or_compressed_parse_alike(tmp_path: Path) -> None:
+    import gzip
+
+    _, svm = write_stream(tmp_path, n=200, seed=3)
+    zipped = tmp_path / "stream.svm.gz"
+    zipped.write_bytes(gzip.compress(svm.read_bytes()))
+    empty = tmp_path / "empty.svm"
+    empty.write_bytes(b"")
+    want = parse_svmlight(svm.read_bytes())
+    for path in (svm, zipped):
+        got = read_svmlight_file(path)
+        for a, b in zip(got.batch_arrays(), want.batch_arrays(), strict=True):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(got.label_values, want.label_values)
+    assert read_svmlight_file(empty).n == 0
+    bad = tmp_path / "bad.svm"
+    bad.write_bytes(svm.read_bytes() + b"1 4:x\n")
+    with pytest.raises(MalformedBody, match="line 201:"):
+        read_svmlight_file(bad)
 
 
 def test_svmlight_matches_scikit_learn_loader(tmp_path: Path) -> None:
