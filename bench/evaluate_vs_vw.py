@@ -1,17 +1,24 @@
-"""Whole-process time of ``streamlearn evaluate`` on an svmlight file vs Vowpal Wabbit reading
-the same examples from a file (its own text format), plus the featurizer's throughput.
+"""Whole-process time of ``streamlearn evaluate`` on an svmlight file vs Vowpal Wabbit's CLI
+reading the same examples from a file (its own text format), plus the featurizer's throughput.
 
-    python bench/evaluate_vs_vw.py [--examples 200000] [--nnz 100] [--bits 18]
+    python bench/evaluate_vs_vw.py [--examples 100000] [--nnz 100] [--bits 18] [--runs 7]
+        [--skip-featurizer] [--other-tree DIR]   # DIR: e.g. `git worktree add DIR <commit>`
 
-Prints a table; nothing is asserted. VW runs through its Python package's C++ driver
-(``Workspace("-d FILE ...")``), so its time includes process start, parsing and learning, as
-``streamlearn evaluate``'s does (which also includes the interpreter and numba cache load).
+Each command is a whole process, run ``--runs`` times after one warm-up (the numba cache is
+warm, the files are in the page cache), alternating between the commands so that load on a
+shared machine falls on all of them alike. Prints the median wall time and the median CPU time
+(user + system of the child) of each, and each one's ratio to VW; nothing is asserted. VW runs
+as ``python -m vowpalwabbit -d FILE -b BITS --binary --quiet --no_stdin`` (its C++ driver: process
+start, parsing and learning), as ``streamlearn evaluate`` includes the interpreter, imports
+and numba's cache load.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,10 +48,33 @@ def write_files(tmp: Path, n: int, nnz: int, bits: int, seed: int = 0) -> tuple[
     return svm, vw
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str], cwd: Path = ROOT) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child) of one whole-process run in ``cwd``."""
+    before = os.times()
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
-    return time.perf_counter() - t0
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return wall, cpu
+
+
+def side_by_side(
+    commands: dict[str, tuple[list[str], Path]], runs: int
+) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) of each (command, cwd), the runs interleaved, after a warm-up each."""
+    for cmd, cwd in commands.values():
+        timed(cmd, cwd)
+    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in commands}
+    for _ in range(runs):
+        for label, (cmd, cwd) in commands.items():
+            samples[label].append(timed(cmd, cwd))
+    return {
+        label: (statistics.median(w for w, _ in xs), statistics.median(c for _, c in xs))
+        for label, xs in samples.items()
+    }
 
 
 def featurizer_rates(batches: int = 20) -> list[tuple[str, float]]:
@@ -86,39 +116,57 @@ def featurizer_rates(batches: int = 20) -> list[tuple[str, float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--examples", type=int, default=200_000)
+    ap.add_argument("--examples", type=int, default=100_000)
     ap.add_argument("--nnz", type=int, default=100)
     ap.add_argument("--bits", type=int, default=18)
+    ap.add_argument("--runs", type=int, default=7, help="timed runs of each command")
     ap.add_argument("--featurizer-only", action="store_true")
+    ap.add_argument("--skip-featurizer", action="store_true")
+    ap.add_argument(
+        "--other-tree",
+        type=Path,
+        help="also time `streamlearn evaluate` from this checkout (e.g. an older commit's)",
+    )
     args = ap.parse_args()
-    print("featurizer (1,000-example batches, one process, CPU time):")
-    for label, rate in featurizer_rates():
-        print(f"  {label:<55} {rate:>12,.0f} examples/s")
+    if not args.skip_featurizer:
+        print("featurizer (1,000-example batches, one process, CPU time):")
+        for label, rate in featurizer_rates():
+            print(f"  {label:<55} {rate:>12,.0f} examples/s")
     if args.featurizer_only:
         return
     with tempfile.TemporaryDirectory() as tmp:
         svm, vw = write_files(Path(tmp), args.examples, args.nnz, args.bits)
         mb = svm.stat().st_size / 1e6
-        print(f"\n{args.examples:,} examples x {args.nnz} non-zeros ({mb:.0f} MB svmlight):")
         ours = [sys.executable, "-m", "service.cli", "evaluate", str(svm), "-a", "pa1", "--json"]
-        rows = []
-        timed([*ours, "--no-auc"])  # warm the numba cache
-        rows.append(("streamlearn evaluate -a pa1 --no-auc", timed([*ours, "--no-auc"])))
-        rows.append(("streamlearn evaluate -a pa1 (exact progressive AUC)", timed(ours)))
+        commands: dict[str, tuple[list[str], Path]] = {
+            "python -c pass (interpreter start, for scale)": ([sys.executable, "-c", "pass"], ROOT),
+            "streamlearn evaluate -a pa1 --no-auc": ([*ours, "--no-auc"], ROOT),
+            "streamlearn evaluate -a pa1 (exact progressive AUC)": (ours, ROOT),
+        }
+        if args.other_tree is not None:  # python -m runs the package of its working directory
+            other = args.other_tree.resolve()
+            commands["  the same, from --other-tree, --no-auc"] = ([*ours, "--no-auc"], other)
+            commands["  the same, from --other-tree (AUC)"] = (ours, other)
+        vw_label = "python -m vowpalwabbit -d FILE --binary"
         try:
             import vowpalwabbit  # noqa: F401
 
-            code = (
-                "from vowpalwabbit import Workspace; "
-                f"w = Workspace('-d {vw} -b {args.bits} --binary --quiet --no_stdin'); w.finish()"
-            )
-            rows.append(
-                ("Vowpal Wabbit -d FILE --binary (python -c)", timed([sys.executable, "-c", code]))
-            )
+            commands[vw_label] = ([
+                sys.executable, "-m", "vowpalwabbit", "-d", str(vw), "-b", str(args.bits),
+                "--binary", "--quiet", "--no_stdin",
+            ], ROOT)  # fmt: skip
         except ImportError:
-            print("  (vowpalwabbit not installed)")
-        for label, seconds in rows:
-            print(f"  {label:<55} {seconds:8.2f} s  {args.examples / seconds:>12,.0f} examples/s")
+            print("  (vowpalwabbit not installed: pip install vowpalwabbit)")
+        medians = side_by_side(commands, args.runs)
+    print(
+        f"\n{args.examples:,} examples x {args.nnz} non-zeros ({mb:.0f} MB svmlight), "
+        f"whole processes, median of {args.runs} (load average {os.getloadavg()[0]:.1f}):"
+    )
+    print(f"  {'command':<55} {'wall s':>7} {'CPU s':>7} {'wall/VW':>8} {'CPU/VW':>7}")
+    ref = medians.get(vw_label)
+    for label, (wall, cpu) in medians.items():
+        ratio = f"{wall / ref[0]:8.2f} {cpu / ref[1]:7.2f}" if ref else ""
+        print(f"  {label:<55} {wall:7.2f} {cpu:7.2f} {ratio}")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,19 @@
 
 Each command is a thin shell over a function elsewhere in the package, so the work can be
 tested without a subprocess. Heavy imports happen inside the commands, to keep ``--help`` fast.
+A valid ``evaluate`` command line does not come here: :mod:`service.launch` (the console
+script, and the top of this module under ``python -m``) runs it without typer or rich.
 """
 
 from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":  # python -m service.cli: evaluate starts without typer
+    from service.launch import run_fast
+
+    if (_code := run_fast(sys.argv[1:])) is not None:
+        raise SystemExit(_code)
 
 from collections.abc import Callable
 from pathlib import Path
@@ -449,14 +459,20 @@ def evaluate(
             options["transform"] = transform
         if text is not None:
             options["text"] = json.loads(text)
-        run_command(file, json_out=json_out, **options)
+        run_command(file, json_out=json_out, progress=sys.stderr.isatty(), **options)
     except (StreamlearnError, ValueError, OSError) as e:
         Console(stderr=True).print(f"[red]error[/] {getattr(e, 'message', None) or e}")
         raise typer.Exit(2) from e
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Entry point (the console script is :func:`service.launch.main`, which comes here for
+    everything but a valid ``evaluate``)."""
+    from service.launch import run_fast
+
+    code = run_fast(sys.argv[1:])
+    if code is not None:
+        raise SystemExit(code)
     app()
 
 

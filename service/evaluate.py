@@ -46,7 +46,7 @@ from service.learning.features import ALLOWED_KEYS, Batch, Labels
 from service.learning.linear import Learner
 from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec
-from service.svmlight import Parsed, parse_svmlight
+from service.svmlight import Parsed, read_svmlight_file
 
 Progress = Callable[[int], None]
 """Called with the number of examples just processed (for a progress bar)."""
@@ -348,9 +348,7 @@ def evaluate_file(
             raise EvaluationError(
                 "svmlight indices are used as given: --bits, --preset and --text do not apply"
             )
-        with open_binary(path) as fh:
-            raw = fh.read()
-        parsed = parse_svmlight(raw, normalize=normalize, transform=transform or "none")
+        parsed = read_svmlight_file(path, normalize=normalize, transform=transform or "none")
         size = max(dim or 0, parsed.max_index + 1, 1)
         if dim is not None and parsed.max_index >= dim:
             raise EvaluationError(
@@ -523,14 +521,14 @@ def run_command(
     progress: bool = True,
     **options: Any,
 ) -> Report:
-    """Evaluate and print: a table (or one JSON object as stdout's last line)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-    from rich.table import Table
-
-    err = Console(stderr=True)
+    """Evaluate and print: a table (or one JSON object as stdout's last line). rich is
+    imported only for the progress bar and the table (``--json`` without a bar: never)."""
     show = progress and path.stat().st_size >= PROGRESS_MIN_BYTES
     if show:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+        err = Console(stderr=True)
         total = count_examples(path, options.get("fmt"))
         with Progress(
             "[progress.description]{task.description}",
@@ -547,6 +545,9 @@ def run_command(
     if json_out:
         print(orjson.dumps(report.to_dict()).decode())
         return report
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"progressive validation of {path.name}", show_header=False)
     params = ", ".join(f"{k}={v}" for k, v in report.params.items())
     rows: list[tuple[str, str]] = [

@@ -21,12 +21,15 @@ zeros dropped (the :class:`~service.learning.features.Batch` contract).
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+from service.datasets import COMPRESSED, open_binary
 from service.errors import MalformedBody
 from service.learning.features import MAX_ABS_VALUE, _assemble
 
@@ -124,22 +127,124 @@ def _token_end(buf: np.ndarray, k: int) -> bool:
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf: np.ndarray, max_lines: int, max_nnz: int, pow10: np.ndarray) -> tuple[Any, ...]:
-    """One pass over the buffer. Per row: label span, numeric label (if it is one), line;
-    CSR of the features; the tokens ``float()`` must finish; an error code and its line."""
+def _scan_plain(
+    buf: np.ndarray,
+    lab: np.ndarray,
+    lab_v: np.ndarray,
+    lab_ok: np.ndarray,
+    indptr: np.ndarray,
+    idx: np.ndarray,
+    val: np.ndarray,
+    pow10: np.ndarray,
+) -> tuple[int, int, int]:
+    """The rows of the usual file, fast: ``[+-]DIGITS( IDX:VAL)*\\n`` with single spaces and
+    values ``[+-]DIGITS[.DIGITS]`` of at most 15 digits. Returns (position, rows, nnz) at the
+    start of the first line that is anything else (blank, comment, qid, CR, tab, exponent,
+    long number, a name, an error), where :func:`_scan` takes over; every row before it is
+    exactly what :func:`_scan` would have made of it (same digits, same double)."""
     n_buf = buf.shape[0]
-    lab = np.empty((max_lines, 3), dtype=np.int64)  # label start, label end, line
-    lab_v = np.empty(max_lines, dtype=np.float64)
-    lab_ok = np.zeros(max_lines, dtype=np.bool_)
-    indptr = np.zeros(max_lines + 1, dtype=np.int64)
-    idx = np.empty(max_nnz, dtype=np.int32)  # indices are checked to fit
-    val = np.empty(max_nnz, dtype=np.float64)
-    slow = np.empty((16, 3), dtype=np.int64)  # value position, token start, token end (grows)
     n = 0
     m = 0
-    ns = 0
     k = 0
-    line = 0
+    while k < n_buf:
+        start, m0 = k, m
+        neg = False
+        c = buf[k]
+        if c == 43 or c == 45:  # + -
+            neg = c == 45
+            k += 1
+        lv = 0
+        nd = 0
+        while k < n_buf:
+            d = int(buf[k]) - 48
+            if d < 0 or d > 9:
+                break
+            lv = lv * 10 + d
+            nd += 1
+            k += 1
+        if nd == 0 or nd > 15:
+            return start, n, m0
+        lab[n, 0] = start
+        lab[n, 1] = k
+        lab[n, 2] = n  # no blank or comment line so far: row n is line n
+        lab_v[n] = -float(lv) if neg else float(lv)
+        lab_ok[n] = True
+        while k < n_buf and buf[k] == 32:
+            k += 1
+            j = 0
+            nd = 0
+            while k < n_buf:
+                d = int(buf[k]) - 48
+                if d < 0 or d > 9:
+                    break
+                j = j * 10 + d
+                nd += 1
+                k += 1
+            if nd == 0 or nd > 9 or k >= n_buf or buf[k] != 58:  # ':'
+                return start, n, m0
+            k += 1
+            neg = False
+            c = buf[k] if k < n_buf else 0
+            if c == 43 or c == 45:
+                neg = c == 45
+                k += 1
+            mant = 0
+            nd = 0
+            while k < n_buf:
+                d = int(buf[k]) - 48
+                if d < 0 or d > 9:
+                    break
+                mant = mant * 10 + d
+                nd += 1
+                k += 1
+            fd = 0
+            if k < n_buf and buf[k] == 46:  # .
+                k += 1
+                while k < n_buf:
+                    d = int(buf[k]) - 48
+                    if d < 0 or d > 9:
+                        break
+                    mant = mant * 10 + d
+                    fd += 1
+                    k += 1
+            if nd + fd == 0 or nd + fd > 15:
+                return start, n, m0
+            # mant < 10**15 and fd <= 15: one correctly rounded division, as in _parse_decimal
+            v = mant / pow10[fd]
+            idx[m] = j
+            val[m] = -v if neg else v
+            m += 1
+        if k < n_buf:
+            if buf[k] != 10:
+                return start, n, m0
+            k += 1
+        n += 1
+        indptr[n] = m
+    return k, n, m
+
+
+@njit(cache=True, nogil=True)
+def _scan(
+    buf: np.ndarray,
+    k: int,
+    n: int,
+    m: int,
+    lab: np.ndarray,
+    lab_v: np.ndarray,
+    lab_ok: np.ndarray,
+    indptr: np.ndarray,
+    idx: np.ndarray,
+    val: np.ndarray,
+    pow10: np.ndarray,
+) -> tuple[int, int, int, np.ndarray, int, int]:
+    """One pass over the buffer from position ``k`` (a line start; rows ``n``, features ``m``
+    and lines so far ``n`` — what :func:`_scan_plain` left). Per row: label span, numeric
+    label (if it is one), line; CSR of the features; the tokens ``float()`` must finish; an
+    error code and its line."""
+    n_buf = buf.shape[0]
+    slow = np.empty((16, 3), dtype=np.int64)  # value position, token start, token end (grows)
+    ns = 0
+    line = n
     while k < n_buf:
         # -- start of a line: skip blanks; a blank or comment-only line is no row
         while k < n_buf and _is_space(buf[k]):
@@ -177,12 +282,12 @@ def _scan(buf: np.ndarray, max_lines: int, max_nnz: int, pow10: np.ndarray) -> t
                     break
                 j = j * 10 + d
                 if j > 2147483646:
-                    return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, 4, line
+                    return n, m, ns, slow, 4, line
                 k += 1
             if k < n_buf and buf[k] == 58 and k > ts:
                 status, v, e = _parse_decimal(buf, k + 1, pow10)
                 if status == 0 or not _token_end(buf, e):
-                    return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, 3, line
+                    return n, m, ns, slow, 3, line
                 if status == 2:
                     if ns == slow.shape[0]:
                         bigger = np.empty((2 * ns, 3), dtype=np.int64)
@@ -219,13 +324,13 @@ def _scan(buf: np.ndarray, max_lines: int, max_nnz: int, pow10: np.ndarray) -> t
                         break
                     k += 1
                 code = 2 if k < n_buf and buf[k] == 58 else 1
-            return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, code, line
+            return n, m, ns, slow, code, line
         # -- skip a trailing comment
         while k < n_buf and buf[k] != 10:
             k += 1
         n += 1
         indptr[n] = m
-    return n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, 0, line
+    return n, m, ns, slow, 0, line
 
 
 @njit(cache=True, nogil=True)
@@ -300,16 +405,41 @@ class Parsed:
         return self.indptr, self.indices, self.data
 
 
-def parse_svmlight(text: bytes, *, normalize: bool = False, transform: str = "none") -> Parsed:
+def read_svmlight_file(path: Path, *, normalize: bool = False, transform: str = "none") -> Parsed:
+    """:func:`parse_svmlight` of a file. An uncompressed one is memory-mapped, not read: the
+    scan reads the page cache in place (no copy of the file into a new buffer)."""
+    if path.suffix.lower() not in COMPRESSED and path.stat().st_size > 0:
+        with path.open("rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            return parse_svmlight(mapped, normalize=normalize, transform=transform)
+        finally:
+            with contextlib.suppress(BufferError):  # a traceback still views it: GC unmaps it
+                mapped.close()
+    with open_binary(path) as fh:
+        return parse_svmlight(fh.read(), normalize=normalize, transform=transform)
+
+
+def parse_svmlight(
+    text: bytes | mmap.mmap, *, normalize: bool = False, transform: str = "none"
+) -> Parsed:
     """Parse a whole svmlight buffer; ``MalformedBody`` names the (1-based) line at fault.
 
     ``transform="log1p"`` and ``normalize`` act as in the featurizer (values, then rows)."""
     buf = np.frombuffer(text, dtype=np.uint8)
     lines, colons = _count(buf)
     max_lines, max_nnz = lines + 1, colons
-    n, m, ns, lab, lab_v, lab_ok, indptr, idx, val, slow, err, err_line = _scan(
-        buf, max_lines, max_nnz, _POW10
-    )
+    lab = np.empty((max_lines, 3), dtype=np.int64)  # label start, label end, line
+    lab_v = np.empty(max_lines, dtype=np.float64)
+    lab_ok = np.zeros(max_lines, dtype=np.bool_)
+    indptr = np.zeros(max_lines + 1, dtype=np.int64)
+    idx = np.empty(max_nnz, dtype=np.int32)  # indices are checked to fit
+    val = np.empty(max_nnz, dtype=np.float64)
+    arrays = (lab, lab_v, lab_ok, indptr, idx, val)
+    k, n, m = _scan_plain(buf, *arrays, _POW10)
+    ns, slow, err, err_line = 0, np.empty((0, 3), dtype=np.int64), 0, 0
+    if k < buf.shape[0]:  # something _scan_plain does not take: the general scan from there
+        n, m, ns, slow, err, err_line = _scan(buf, k, n, m, *arrays, _POW10)
     line_of = lab[:n, 2]
     if err:
         raise MalformedBody(f"svmlight line {err_line + 1}: {_ERRORS[err]}", index=err_line)
@@ -358,4 +488,4 @@ def parse_svmlight(text: bytes, *, normalize: bool = False, transform: str = "no
     )
 
 
-__all__ = ["Parsed", "parse_svmlight"]
+__all__ = ["Parsed", "parse_svmlight", "read_svmlight_file"]

@@ -5,6 +5,8 @@ a live service (typer's CliRunner, in process)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -356,3 +358,77 @@ def test_host_and_port_show_their_defaults(name: str) -> None:
     flat = " ".join(out.replace("│", " ").split())
     assert "STREAMLEARN_HOST] [default: 127.0.0.1] --port" in flat, flat
     assert "[env var: STREAMLEARN_PORT] [default: 8000]" in flat, flat
+
+
+# --- start-up: evaluate without the CLI framework or the server stack -------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER_STACK = ("fastapi", "starlette", "uvicorn", "redis", "httpx", "typer", "click", "rich")
+
+
+def _run_cli(
+    args: list[str], tmp_path: Path, *, probe: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``python -m service.cli ARGS``; with ``probe``, the modules it loaded (stderr's last line)."""
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['streamlearn', *{args!r}]\n"
+        "try:\n"
+        "    runpy.run_module('service.cli', run_name='__main__', alter_sys=True)\n"
+        "finally:\n"
+        "    import json; print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    argv = [sys.executable, "-c", code] if probe else [sys.executable, "-m", "service.cli", *args]
+    return subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_evaluate_loads_no_cli_framework_and_no_server_stack(tmp_path: Path) -> None:
+    svm = tmp_path / "d.svm"
+    svm.write_text("\n".join(f"{1 if i % 3 else -1} {i % 7}:1 {7 + i % 5}:0.5" for i in range(200)))
+    out = _run_cli(
+        ["evaluate", str(svm), "-a", "pa1", "--json", "-p", "C=0.5"], tmp_path, probe=True
+    )
+    assert out.returncode == 0, out.stderr
+    report = orjson.loads(out.stdout.strip().splitlines()[-1])
+    assert report["examples"] == 200 and report["params"] == {"C": 0.5}
+    loaded = set(orjson.loads(out.stderr.strip().splitlines()[-1]))
+    assert "numba" in loaded and "service.evaluate" in loaded  # the probe sees the real run
+    top = {m.split(".")[0] for m in loaded}
+    assert not top & set(SERVER_STACK), sorted(top & set(SERVER_STACK))
+    assert "scipy.linalg" not in loaded and "cffi" not in loaded  # hidden from numba's set-up
+
+
+def _flat(text: str) -> str:
+    """rich's error panel as one line of words."""
+    return " ".join(re.sub("[│╭╮╰╯─]", " ", text).split())
+
+
+def test_evaluate_command_lines_argparse_declines_go_to_typer(tmp_path: Path) -> None:
+    """Help, a missing file and a bad option get typer's texts (exit 0 / 2), as before."""
+    helped = _run_cli(["evaluate", "--help"], tmp_path)
+    assert helped.returncode == 0 and "Progressive validation" in helped.stdout
+    missing = _run_cli(["evaluate", "nope.svm", "-a", "pa1"], tmp_path)
+    assert missing.returncode == 2 and "does not exist" in _flat(missing.stderr)
+    svm = tmp_path / "d.svm"
+    svm.write_text("1 1:1\n")
+    bad = _run_cli(["evaluate", str(svm), "--chunk", "x"], tmp_path)
+    assert bad.returncode == 2 and "Invalid value for '--chunk'" in _flat(bad.stderr)
+    unknown = _run_cli(["evaluate", str(svm), "--algo", "pa1"], tmp_path)  # no abbreviations
+    assert unknown.returncode == 2 and "No such option" in _flat(unknown.stderr)
+    wrong = _run_cli(["evaluate", str(svm), "-a", "pa1", "-p", "C"], tmp_path)  # our own error
+    assert wrong.returncode == 2 and "KEY=VALUE" in wrong.stderr
+
+
+def test_evaluate_fast_parser_has_typer_s_options_and_defaults() -> None:
+    """service/launch.py reads evaluate's command line itself: same flags, same defaults."""
+    from service.launch import evaluate_parser
+
+    command = typer.main.get_command(app).commands["evaluate"]  # type: ignore[attr-defined]
+    parser = evaluate_parser()
+    ours = {s for a in parser._actions for s in a.option_strings}
+    options = [p for p in command.params if p.param_type_name == "option"]
+    theirs = {s for p in options for s in (*p.opts, *p.secondary_opts)} - {"--help"}
+    assert ours == theirs
+    defaults = {a.dest: a.default for a in parser._actions if a.option_strings}
+    for p in options:
+        assert defaults[p.name] == p.default, p.name

@@ -19,7 +19,7 @@ from service.errors import MalformedBody
 from service.evaluate import EvaluationError, evaluate_file, parse_classes, roc_auc
 from service.learning.features import Batch
 from service.learning.spec import ModelSpec
-from service.svmlight import parse_svmlight
+from service.svmlight import _POW10, _scan_plain, parse_svmlight, read_svmlight_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,6 +86,85 @@ def test_svmlight_values_are_exactly_what_float_gives() -> None:
     nonzero = [(i, v) for i, v in enumerate(expected) if v != 0.0]
     assert parsed.indices.tolist() == [i for i, _ in nonzero]
     assert parsed.data.tolist() == [v for _, v in nonzero]  # bit for bit
+
+
+def test_svmlight_fast_and_general_scans_agree_wherever_the_file_changes_style() -> None:
+    """The usual rows (``LABEL IDX:VAL`` single-spaced, short decimals) take a fast scan; the
+    first line that is anything else hands over to the general one. Every value is what
+    ``float()`` gives, and the rows, labels and line numbers do not depend on where (or
+    whether) the hand-over happens."""
+    rng = random.Random(7)
+    rows, expected = [], []
+    for r in range(400):
+        idx = sorted(rng.sample(range(1, 10**6), rng.randint(0, 8)))
+        vals = [
+            rng.choice(
+                [
+                    f"{rng.uniform(-1e3, 1e3):.{rng.randint(0, 11)}f}",
+                    str(rng.randint(-(10**14), 10**14)),
+                    f"+{rng.random():.4f}",
+                    "-0",
+                    # from row 200 on, 16 digits: the general scan takes over there
+                    f"{rng.random():.{15 if r >= 200 else 14}f}",
+                ]
+            )
+            for _ in idx
+        ]
+        label = rng.choice(["1", "-1", "+1", "0"])
+        rows.append(f"{label} " + " ".join(f"{i}:{v}" for i, v in zip(idx, vals, strict=True)))
+        expected.append(
+            (float(label), [(i, float(v)) for i, v in zip(idx, vals, strict=True) if float(v)])
+        )
+    plain = "\n".join(r.rstrip() for r in rows)
+
+    def check(text: str, first_line: int, gap_at: int | None = None) -> None:
+        parsed = parse_svmlight(text.encode())
+        assert parsed.label_values is not None
+        assert parsed.label_values.tolist() == [y for y, _ in expected]
+        for r, (_, feats) in enumerate(expected):
+            lo, hi = parsed.indptr[r], parsed.indptr[r + 1]
+            got = zip(parsed.indices[lo:hi].tolist(), parsed.data[lo:hi].tolist(), strict=True)
+            assert list(got) == feats
+        shift = [first_line + r + (gap_at is not None and r >= gap_at) for r in range(400)]
+        assert parsed.lines.tolist() == shift
+
+    check(plain, 0)  # fast scan up to the first 16-digit value, at row 200 or just after
+    buf = np.frombuffer(plain.encode(), dtype=np.uint8)
+    n = len(buf)
+    fast_rows = _scan_plain(buf, np.empty((n, 3), np.int64), np.empty(n), np.empty(n, bool),
+                            np.zeros(n + 1, np.int64), np.empty(n, np.int32), np.empty(n),
+                            _POW10)[1]  # fmt: skip
+    assert 200 <= fast_rows < 210
+    check("# header\n" + plain, 1)  # general scan throughout
+    lines = plain.split("\n")
+    check("\n".join([*lines[:250], "# a comment mid-file", *lines[250:]]), 0, gap_at=250)
+    # an error after the hand-over names its line; a name label after it keeps every token
+    with pytest.raises(MalformedBody, match="line 302:"):
+        parse_svmlight("\n".join([*lines[:300], "", "1 5:x"]).encode())
+    named = parse_svmlight("\n".join([*lines[:300], "ham 1:1"]).encode())
+    assert named.labels is not None and len(named.labels) == 301
+    assert named.labels[:300] == [r.split(" ", 1)[0].encode() for r in lines[:300]]
+
+
+def test_svmlight_files_plain_mapped_or_compressed_parse_alike(tmp_path: Path) -> None:
+    import gzip
+
+    _, svm = write_stream(tmp_path, n=200, seed=3)
+    zipped = tmp_path / "stream.svm.gz"
+    zipped.write_bytes(gzip.compress(svm.read_bytes()))
+    empty = tmp_path / "empty.svm"
+    empty.write_bytes(b"")
+    want = parse_svmlight(svm.read_bytes())
+    for path in (svm, zipped):
+        got = read_svmlight_file(path)
+        for a, b in zip(got.batch_arrays(), want.batch_arrays(), strict=True):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(got.label_values, want.label_values)
+    assert read_svmlight_file(empty).n == 0
+    bad = tmp_path / "bad.svm"
+    bad.write_bytes(svm.read_bytes() + b"1 4:x\n")
+    with pytest.raises(MalformedBody, match="line 201:"):
+        read_svmlight_file(bad)
 
 
 def test_svmlight_matches_scikit_learn_loader(tmp_path: Path) -> None:
