@@ -76,6 +76,7 @@ def _lifespan(state: AppState) -> Any:
             on_evict=forget,
             outage=state.outage,
         )
+        await store.warm()
         warn_if_open(state.auth)
         # numba and numpy leave millions of long-lived objects behind at import; without this,
         # every full collection walks them all (a stall of a few hundred ms under load).

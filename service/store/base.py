@@ -97,6 +97,18 @@ class StoreBase:
         close = getattr(self.client, "aclose", None) or self.client.close
         await close()
 
+    async def warm(self) -> None:
+        """Open the client before requests share it. A Redis Cluster client discovers its
+        nodes on its first command; ~100 concurrent first commands race inside redis-py's
+        cluster client (one task reuses a connection another has just reset: an
+        ``AttributeError`` that would surface as a 500). Initialising it here, once, avoids
+        that. If Redis is not there yet nothing is raised: the client initialises lazily."""
+        if is_cluster(self.client):
+            try:
+                await self.client.initialize()
+            except (*UNAVAILABLE, rexc.RedisError, OSError):
+                pass
+
     async def ping(self) -> bool:
         """Whether Redis answers (``readyz``)."""
         try:

@@ -212,3 +212,32 @@ async def test_store_and_worker_on_a_cluster(cluster: RedisCluster, tmp_path: Pa
                     client.delete(key)
                 client.close()
         await store.close()
+
+
+async def test_a_fresh_api_on_a_cluster_answers_a_first_burst(cluster: RedisCluster) -> None:
+    """A just-started API process hit by 128 concurrent first requests: every answer is a 2xx
+    or a 404 (redis-py's cluster client races when its first commands run concurrently; the
+    lifespan initialises it before serving, ``Store.warm``)."""
+    import asyncio
+
+    from service.settings import Settings
+    from service.store import Store
+    from tests.api.conftest import running
+
+    prefix = f"cw{uuid.uuid4().hex[:8]}"
+    settings = Settings(redis_url=cluster.url, redis_cluster=True, key_prefix=prefix)
+    names = [f"m{i}" for i in range(16)]
+    setup = Store.open(settings)
+    try:
+        for m in names:
+            await setup.create_model(m, {"algorithm": "pa1", "bits": 8})
+    finally:
+        await setup.close()
+    async with running(settings) as (_, client):
+        replies = await asyncio.gather(
+            *(client.post(f"/models/{names[i % 16]}/predict", json={"text": "hello"})
+              for i in range(128))
+        )  # fmt: skip
+        assert sorted({r.status_code for r in replies}) == [200]
+        for m in names:
+            assert (await client.delete(f"/models/{m}")).status_code in (200, 204)
