@@ -42,7 +42,9 @@ import orjson
 
 from service.datasets import base_suffix, open_binary, read_text
 from service.errors import InvalidExample, StreamlearnError
-from service.learning.features import ALLOWED_KEYS, Batch, Labels
+from service.learning.batch import Batch
+from service.learning.features import ALLOWED_KEYS
+from service.learning.labels import Labels
 from service.learning.linear import Learner
 from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.spec import ModelSpec
 
 

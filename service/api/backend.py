@@ -17,7 +17,7 @@ from typing import Any
 from service.api.coalesce import Coalescer
 from service.api.specs import spec_from_dict
 from service.errors import ModelNotFound, SpecConflict, VersionNotFound
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import LinearModel
 from service.store import feedback as kept
 
