@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from service.api.coalesce import Coalescer
-from service.api.specs import spec_from_dict
 from service.errors import ModelNotFound, SpecConflict, VersionNotFound
 from service.learning.batch import Batch
 from service.learning.linear import LinearModel
+from service.learning.spec import ModelSpec
 from service.store import feedback as kept
 
 Appended = tuple[int, str | None]
@@ -87,7 +87,7 @@ class Backend:
         return self.settings.feedback_ttl_s if stored is None else stored
 
     async def spec(self, m: str) -> tuple[Any, int | None]:
-        spec = spec_from_dict(await self.store.get_spec(m))
+        spec = ModelSpec.from_dict(await self.store.get_spec(m))
         return spec, await kept.get_ttl(self.client, self.keys, m)
 
     async def describe(self, m: str) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 The learner runs the plain perceptron on ``w, b`` but *serves* the average of the weight
 vectors after each example seen so far, ``(w_1 + … + w_T)/T``, bias included. Mistakes are
-counted against that served average, as DESIGN.md requires.
+counted against that served average, like every learner's (docs/algorithms.md).
 
 Lazy averaging (Daumé's trick) keeps an update O(non-zeros), never O(dim): beside ``w`` keep
 ``u = Σ c·y·x`` over the updates, where ``c`` is the number of examples seen *before* the

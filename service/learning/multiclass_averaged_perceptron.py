@@ -4,7 +4,7 @@ average of all weight matrices seen (Freund & Schapire 1999; Collins 2002).
 Lazy averaging as in the binary form: beside ``W, b`` keep ``U = Σ c·Δ`` over the updates,
 ``c`` the number of examples seen before the update; after ``T`` examples the average is
 exactly ``W − U/T`` (``b − ub/T``), so an update costs O(nnz), never O(K·dim). Mistakes are
-counted against the served average (DESIGN.md).
+counted against the served average (docs/algorithms.md).
 
 >>> from service.learning.batch import Batch
 >>> m = MulticlassAveragedPerceptron(dim=2, n_classes=3)

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Path, Request, Response
 from service.api.deps import Admin, BackendDep, CacheDep, Read
 from service.api.parsing import media_type
 from service.api.schemas import ErrorResponse, ModelInfo, ModelList
-from service.api.specs import spec_from_dict
 from service.errors import InvalidSpec, MalformedBody, UnsupportedMediaType
+from service.learning.spec import ModelSpec
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -82,7 +82,7 @@ async def read_spec(request: Request) -> tuple[Any, int | None]:
             f"the spec must be a JSON object, got {type(body).__name__}", field="body"
         )
     ttl = parse_feedback_ttl(body)
-    return spec_from_dict(body), ttl
+    return ModelSpec.from_dict(body), ttl
 
 
 @router.put(
