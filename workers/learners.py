@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from service.learning.batch import Batch
+from service.learning.linear import Learner
 from service.learning.spec import ModelSpec
 
 
-def build_learner(spec: Mapping[str, Any]) -> Any:
+def build_learner(spec: Mapping[str, Any]) -> Learner:
     """A fresh learner for a stored spec dict (:class:`InvalidSpec` if it cannot be built)."""
     return ModelSpec.from_dict(dict(spec)).build_learner()
 

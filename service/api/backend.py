@@ -19,6 +19,8 @@ from service.errors import ModelNotFound, SpecConflict, VersionNotFound
 from service.learning.batch import Batch
 from service.learning.linear import LinearModel
 from service.learning.spec import ModelSpec
+from service.settings import Settings
+from service.store import AppendResult, Store
 from service.store import feedback as kept
 
 Appended = tuple[int, str | None]
@@ -40,11 +42,11 @@ def parse_stream_id(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def _per_group(result: Any, sizes: Sequence[int]) -> list[Appended]:
+def _per_group(result: AppendResult, sizes: Sequence[int]) -> list[Appended]:
     """Split an append's duplicate positions among the groups of ``sizes`` rows.
 
-    >>> from types import SimpleNamespace as NS
-    >>> _per_group(NS(duplicates=[0, 3, 4], entry_id="5-0"), [2, 1, 3])
+    >>> done = AppendResult(accepted=6, appended=3, entry_id="5-0", duplicates=[0, 3, 4])
+    >>> _per_group(done, [2, 1, 3])
     [(1, '5-0'), (0, '5-0'), (2, '5-0')]
     """
     counts = [0] * len(sizes)
@@ -59,7 +61,7 @@ def _model(serving: dict[str, Any]) -> LinearModel:
 
 
 class Backend:
-    def __init__(self, store: Any, settings: Any) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.keys = store.keys
@@ -67,7 +69,7 @@ class Backend:
         self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]], Appended]] = {}
 
     # --- models -----------------------------------------------------------------------------
-    async def create_model(self, m: str, spec: Any, ttl: int | None) -> bool:
+    async def create_model(self, m: str, spec: ModelSpec, ttl: int | None) -> bool:
         """Create ``m``; False when it exists with the same spec (and TTL), 409 otherwise."""
         created = bool(await self.store.create_model(m, spec.to_dict()))
         if created:
@@ -86,7 +88,7 @@ class Backend:
         """A model's feedback TTL: its own (0 = keep nothing), else the default."""
         return self.settings.feedback_ttl_s if stored is None else stored
 
-    async def spec(self, m: str) -> tuple[Any, int | None]:
+    async def spec(self, m: str) -> tuple[ModelSpec, int | None]:
         spec = ModelSpec.from_dict(await self.store.get_spec(m))
         return spec, await kept.get_ttl(self.client, self.keys, m)
 
