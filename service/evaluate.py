@@ -4,7 +4,7 @@ Every example is first predicted by the model *as served*, then learned from, in
 (or in the order of an ``--order`` file of ids). This is exactly what the service does to a
 stream, so the figures here are the figures the dashboard would show.
 
-- **mistakes / updates** come from the learners' own counters (DESIGN.md's definitions);
+- **mistakes / updates** come from the learners' own counters (defined in docs/algorithms.md);
 - **ROC AUC** (binary) is computed from the *progressive* margins — the served margin of
   each example just before it is learned — with rank statistics (ties get average ranks);
   ``1 − AUC`` in percent is the TREC spam track's (1−ROCA)% figure;
@@ -42,7 +42,9 @@ import orjson
 
 from service.datasets import base_suffix, open_binary, read_text
 from service.errors import InvalidExample, StreamlearnError
-from service.learning.features import ALLOWED_KEYS, Batch, Labels
+from service.learning.batch import Batch
+from service.learning.features import ALLOWED_KEYS
+from service.learning.labels import Labels
 from service.learning.linear import Learner
 from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec

@@ -8,7 +8,7 @@ two exact doubles, hence the same double as ``float(text)``; anything longer fal
 ``float()`` for that token. ``qid:`` tokens are skipped; blank and comment-only lines too.
 
 Indices are used as given (no hashing); rows come out sorted with duplicates summed and
-zeros dropped (the :class:`~service.learning.features.Batch` contract).
+zeros dropped (the :class:`~service.learning.batch.Batch` contract).
 
 >>> parsed = parse_svmlight(b"+1 3:0.5 1:2\\n# a comment\\n-1 2:1e-3 # tail\\n")
 >>> parsed.label_values.tolist(), parsed.batch_arrays()[0].tolist(), parsed.max_index
@@ -31,7 +31,8 @@ from numba import njit
 
 from service.datasets import COMPRESSED, open_binary
 from service.errors import MalformedBody
-from service.learning.features import MAX_ABS_VALUE, _assemble
+from service.learning.batch import assemble
+from service.learning.values import MAX_ABS_VALUE
 
 _POW10 = np.array([10.0**k for k in range(23)])
 _ERRORS = {
@@ -468,7 +469,7 @@ def parse_svmlight(
             out_ptr, out_idx, out_val = indptr, idx[:kept], val[:kept]
     else:
         rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-        out_ptr, out_idx, out_val, too_many = _assemble(
+        out_ptr, out_idx, out_val, too_many = assemble(
             rows, idx.astype(np.int64), val, n, (1 << 62) - 1, normalize, 1 << 20
         )
     if too_many >= 0:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from service.cli import app
 from service.errors import MalformedBody
 from service.evaluate import EvaluationError, evaluate_file, parse_classes, roc_auc
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.spec import ModelSpec
 from service.svmlight import _POW10, _scan_plain, parse_svmlight, read_svmlight_file
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from service.learning.features import Batch
+from service.learning.batch import Batch
+from service.learning.linear import Learner
 from service.learning.spec import ModelSpec
 from service.store.codec import StateValue, feature_axes
 
@@ -57,7 +58,7 @@ def axes_of(learner: Any) -> tuple[dict[str, int], dict[str, int]]:
     )
 
 
-def build_learner(spec: Mapping[str, Any]) -> Any:
+def build_learner(spec: Mapping[str, Any]) -> Learner:
     """A fresh learner for a stored spec dict (:class:`InvalidSpec` if it cannot be built)."""
     return ModelSpec.from_dict(dict(spec)).build_learner()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import importlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -28,6 +27,7 @@ from service.api.limits import BodyLimit
 from service.api.prom import LatencyMiddleware, Metrics
 from service.api.responses import FastJSON
 from service.api.routes import (
+    dashboard,
     dead,
     examples,
     feedback,
@@ -99,15 +99,6 @@ def _lifespan(state: AppState) -> Any:
     return lifespan
 
 
-def _include_dashboard(app: FastAPI) -> None:
-    """``GET /`` is the dashboard's own tiny router (issue 5), when it is installed."""
-    try:
-        module = importlib.import_module("service.api.routes.dashboard")
-    except ModuleNotFoundError:
-        return
-    app.include_router(module.router)
-
-
 def _hot_routes() -> dict[str, tuple[Any, Any]]:
     """The APIRoutes of the two hot endpoints (from their routers), by last path segment."""
     out: dict[str, tuple[Any, Any]] = {}
@@ -141,9 +132,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sl = state
     errors.install(app)
     # the hot routes first: the router tries routes in order
-    for module in (examples, predict, models, feedback, monitor, versions, dead, health):
+    for module in (examples, predict, models, feedback, monitor, versions, dead, health, dashboard):
         app.include_router(module.router)
-    _include_dashboard(app)
     app.add_middleware(FastPath, routes=_hot_routes())  # innermost (added first)
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s

@@ -11,14 +11,16 @@ import asyncio
 import bisect
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from service.api.coalesce import Coalescer
-from service.api.specs import spec_from_dict
 from service.errors import InvalidSpec, ModelNotFound, SpecConflict, VersionNotFound
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import LinearModel
+from service.learning.spec import ModelSpec
+from service.settings import Settings
+from service.store import AppendResult, Store
 from service.store import feedback as kept
 
 Appended = tuple[int, str | None]
@@ -40,11 +42,11 @@ def parse_stream_id(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-def _per_group(result: Any, sizes: Sequence[int]) -> list[Appended]:
+def _per_group(result: AppendResult, sizes: Sequence[int]) -> list[Appended]:
     """Split an append's duplicate positions among the groups of ``sizes`` rows.
 
-    >>> from types import SimpleNamespace as NS
-    >>> _per_group(NS(duplicates=[0, 3, 4], entry_id="5-0"), [2, 1, 3])
+    >>> done = AppendResult(accepted=6, appended=3, entry_id="5-0", duplicates=[0, 3, 4])
+    >>> _per_group(done, [2, 1, 3])
     [(1, '5-0'), (0, '5-0'), (2, '5-0')]
     """
     counts = [0] * len(sizes)
@@ -59,7 +61,7 @@ def _model(serving: dict[str, Any]) -> LinearModel:
 
 
 class Backend:
-    def __init__(self, store: Any, settings: Any) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.keys = store.keys
@@ -67,21 +69,27 @@ class Backend:
         self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]], Appended]] = {}
 
     # --- models -----------------------------------------------------------------------------
-    async def create_model(self, m: str, spec: Any, ttl: int | None) -> bool:
+    async def create_model(
+        self, m: str, spec: ModelSpec, ttl: int | None, given: Mapping[str, Any] | None = None
+    ) -> bool:
         """Create ``m``; False when it exists with the same spec (and TTL), 409 otherwise.
 
         "The same spec" means the same canonical form: the store compares the JSON it holds
         byte for byte, and a spec stored by an older release lacks keys added since (text
         options, algorithm params) that the current ``to_dict`` fills in — so on a mismatch
         the stored spec is re-derived (``from_dict(stored).to_dict()``, what the worker
-        builds the learner from) and compared again. The stored JSON is left as it is."""
+        builds the learner from) and compared again. A request that names a preset (or
+        implies one) also matches a model built from an earlier version of the same preset
+        when every field it gives explicitly agrees with the model (``given``: the request as
+        sent): a preset is retuned between releases, and a model never changes with it.
+        The stored JSON is left as it is."""
         wanted = spec.to_dict()
         for attempt in range(2):
             try:
                 created = bool(await self.store.create_model(m, wanted))
                 break
             except SpecConflict:
-                same = await self._same_spec(m, wanted)
+                same = await self._same_spec(m, wanted, given)
                 if same is None and attempt == 0:
                     continue  # deleted in between: create it
                 if not same:
@@ -100,25 +108,36 @@ class Backend:
             )
         return False
 
-    async def _same_spec(self, m: str, wanted: dict[str, Any]) -> bool | None:
-        """Whether ``m``'s stored spec means ``wanted`` (a canonical dict) today; None if
+    async def _same_spec(
+        self, m: str, wanted: dict[str, Any], given: Mapping[str, Any] | None
+    ) -> bool | None:
+        """Whether ``m``'s stored spec means ``wanted`` (a canonical dict) today, or — when
+        both come from the same preset — agrees with every field ``given`` names; None if
         ``m`` is gone."""
         try:
             stored = await self.store.get_spec(m)
         except ModelNotFound:
             return None
         try:
-            same: bool = spec_from_dict(stored).to_dict() == wanted
+            base = ModelSpec.from_dict(stored).to_dict()
+            if base == wanted:
+                return True
+            if given is None or base.get("preset") is None or base["preset"] != wanted["preset"]:
+                return False
+            overlay = {**base, **{k: v for k, v in given.items() if k != "preset"}}
+            same_algorithm = given.get("algorithm", base["algorithm"]) == base["algorithm"]
+            if same_algorithm and isinstance(given.get("params"), Mapping):
+                overlay["params"] = {**base["params"], **given["params"]}
+            return bool(ModelSpec.from_dict(overlay).to_dict() == base)
         except InvalidSpec:  # no longer a valid spec at all: certainly not this one
             return False
-        return same
 
     def ttl(self, stored: int | None) -> int:
         """A model's feedback TTL: its own (0 = keep nothing), else the default."""
         return self.settings.feedback_ttl_s if stored is None else stored
 
-    async def spec(self, m: str) -> tuple[Any, int | None]:
-        spec = spec_from_dict(await self.store.get_spec(m))
+    async def spec(self, m: str) -> tuple[ModelSpec, int | None]:
+        spec = ModelSpec.from_dict(await self.store.get_spec(m))
         return spec, await kept.get_ttl(self.client, self.keys, m)
 
     async def describe(self, m: str) -> dict[str, Any]:

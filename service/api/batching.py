@@ -18,7 +18,7 @@ from service.api.backend import Appended, Backend
 from service.api.cache import Served
 from service.api.coalesce import Coalescer
 from service.errors import InvalidExample
-from service.learning.features import Batch
+from service.learning.batch import Batch
 
 SMALL = 64  # requests with at most this many examples are micro-batched
 

@@ -28,13 +28,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from service.api.backend import Backend
 from service.errors import ModelNotFound, StoreUnavailable
+from service.learning.features import Featurizer
 from service.learning.linear import LinearModel
+from service.learning.spec import ModelSpec
 from service.outage import Outage
 
 log = logging.getLogger("streamlearn.api")
@@ -45,8 +46,8 @@ class Served:
     """Everything a prediction or an ingest of model ``name`` needs, in memory."""
 
     name: str
-    spec: Any
-    featurizer: Any
+    spec: ModelSpec
+    featurizer: Featurizer
     model: LinearModel
     version: int
     feedback_ttl: int  # 0: predictions keep nothing for feedback

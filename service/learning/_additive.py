@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit
 
 from service.learning._kernels import FASTMATH, row_dot, sign
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import MAX_NORM, MISTAKES, SEEN, UPDATES, Learner, float_slots
 
 PERCEPTRON, PA, PA1, PA2, MIRA = 0, 1, 2, 3, 4

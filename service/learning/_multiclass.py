@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit
 
 from service.learning._additive import PA, PA1, PA2, PERCEPTRON
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from service.learning._kernels import FASTMATH, csr_margins
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import Learner, _as_csr, _check_indices, float_slots
 
 RENORMALISE_BELOW = 1e-10

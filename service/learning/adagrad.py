@@ -54,7 +54,7 @@ feature, ``w``, ``G`` and ``s`` are interleaved in one (dim, 3) array so that a 
 one random memory access. Arithmetic is float64 (VW's is float32 with an approximate inverse
 square root, so the two agree to ~1e-4, not bit for bit).
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = AdaGrad(dim=2)
 >>> rows = [([0, 1], [1000.0, 0.01]), ([0, 1], [10.0, 0.02])] * 20
 >>> flags = m.learn(Batch.from_rows(rows, [1, 0] * 20))
@@ -83,7 +83,7 @@ import numpy as np
 from numba import njit
 
 from service.learning._kernels import FASTMATH, csr_margins, row_dot, sign
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

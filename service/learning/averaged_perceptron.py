@@ -2,14 +2,14 @@
 
 The learner runs the plain perceptron on ``w, b`` but *serves* the average of the weight
 vectors after each example seen so far, ``(w_1 + … + w_T)/T``, bias included. Mistakes are
-counted against that served average, as DESIGN.md requires.
+counted against that served average, like every learner's (docs/algorithms.md).
 
 Lazy averaging (Daumé's trick) keeps an update O(non-zeros), never O(dim): beside ``w`` keep
 ``u = Σ c·y·x`` over the updates, where ``c`` is the number of examples seen *before* the
 update; then the average after ``T`` examples is exactly ``w − u/T`` (and ``b − ub/T``), which
 margins read in O(nnz) without forming it.
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = AveragedPerceptron(dim=2)
 >>> m.learn(Batch.from_rows([([0], [1.0]), ([1], [1.0])], [1, 0])).tolist()
 [True, True]
@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from service.learning._kernels import FASTMATH, csr_margins_scaled_diff, sign
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

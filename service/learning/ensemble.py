@@ -37,7 +37,7 @@ prefixed ``m0.``, ``m1.``, …) and the cumulative losses ``loss`` (the weights 
 them), so ``get_state``/``set_state`` round-trip exactly. Members may not be ensembles; the
 ``thick`` option belongs to the members, not to the ensemble.
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> e = Ensemble(dim=2, members=[{"algorithm": "adagrad"}, {"algorithm": "perceptron"}])
 >>> b = Batch.from_rows([([0], [1.0]), ([1], [1.0])] * 50, [1, 0] * 50)
 >>> _ = e.learn(b)
@@ -58,7 +58,7 @@ from numba import njit
 
 from service.errors import InvalidSpec
 from service.learning._kernels import sign
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

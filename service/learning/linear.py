@@ -48,7 +48,7 @@ import numpy as np
 
 from service.errors import InvalidSpec
 from service.learning._kernels import csr_margins, csr_margins_multi
-from service.learning.features import Batch
+from service.learning.batch import Batch
 
 State = dict[str, Any]
 

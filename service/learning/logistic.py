@@ -21,7 +21,7 @@ L1 penalty apply once per learned row.
 
 The model's probability is ``σ(s)`` itself (``link = "calibrated-sigmoid"``).
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = Logistic(dim=3, lr=0.5, l1=0.05)
 >>> b = Batch.from_rows([([0, 2], [1.0, 1.0]), ([1, 2], [1.0, 1.0])] * 50, [1, 0] * 50)
 >>> _ = m.learn(b)
@@ -44,7 +44,7 @@ from service.learning._scaled import (
     ScaledLearner,
     read_row,
 )
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

@@ -5,7 +5,7 @@ y·s < ``margin`` — take ``τ = min(C, (1 − y·s)/‖x‖²)`` and ``w += τ
 the PA family, the bias is learned apart and left out of ‖x‖²; an all-zero ``x`` gives τ = 0.
 With ``margin`` = 1 this is PA-I; with ``margin`` = 0 it is conservative (mistake-driven).
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = MIRA(dim=2, C=10.0)
 >>> m.learn(Batch.from_rows([([0], [2.0]), ([0], [2.0])], [1, 1])).tolist()
 [True, False]

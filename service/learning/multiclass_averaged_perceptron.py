@@ -4,9 +4,9 @@ average of all weight matrices seen (Freund & Schapire 1999; Collins 2002).
 Lazy averaging as in the binary form: beside ``W, b`` keep ``U = Σ c·Δ`` over the updates,
 ``c`` the number of examples seen before the update; after ``T`` examples the average is
 exactly ``W − U/T`` (``b − ub/T``), so an update costs O(nnz), never O(K·dim). Mistakes are
-counted against the served average (DESIGN.md).
+counted against the served average (docs/algorithms.md).
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = MulticlassAveragedPerceptron(dim=2, n_classes=3)
 >>> m.learn(Batch.from_rows([([0], [1.0]), ([1], [1.0])], [2, 1])).tolist()
 [True, True]
@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from service.learning._multiclass import MulticlassLearner, margins_t, top_wrong
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import MAX_NORM, MISTAKES, SEEN, UPDATES, _as_csr, _check_indices
 from service.learning.registry import register
 

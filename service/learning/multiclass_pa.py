@@ -9,7 +9,7 @@ With ``r`` the highest-scoring wrong class and ``ℓ = max(0, 1 − (s_y − s_r
 As in the binary family the bias is learned beside the weights and left out of ‖x‖², and an
 all-zero ``x`` gives τ = 0 for PA and PA-I.
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = MulticlassPA1(dim=2, n_classes=3, C=1.0)
 >>> m.learn(Batch.from_rows([([0], [1.0]), ([0], [1.0])], [2, 2])).tolist()
 [True, False]

@@ -12,7 +12,7 @@ O(K·nnz) per example: ``W = scale·V``, so the shrink and the projection only c
 exactly as in the binary :mod:`service.learning.pegasos`.
 
 >>> import math
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = MulticlassPegasos(dim=3, n_classes=3, lam=0.5, projection=True)
 >>> rows = [([0], [3.0]), ([1], [-2.0]), ([2], [1.0])] * 5
 >>> _ = m.learn(Batch.from_rows(rows, [0, 1, 2] * 5))
@@ -27,7 +27,7 @@ from numba import njit
 
 from service.learning._multiclass import MulticlassLearner, argmax, row_scores, top_wrong
 from service.learning._scaled import RENORMALISE_BELOW
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

@@ -5,7 +5,7 @@ Update when ``s_y ≤ s_r`` (r the highest-scoring wrong class): ``W[y] += x, b[
 difference ``W[1] − W[0]`` moves exactly like twice the binary perceptron's ``w``, so both
 make the same mistakes, example for example (tested).
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = MulticlassPerceptron(dim=2, n_classes=3)
 >>> x = Batch.from_rows([([0], [1.0]), ([1], [1.0]), ([0], [1.0]), ([0], [1.0])], [2, 1, 2, 2])
 >>> m.learn(x).tolist()

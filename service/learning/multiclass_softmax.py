@@ -10,7 +10,7 @@ The served model is ``W/T, b/T`` with the ``softmax`` link, so the served probab
 the model's own, temperature included, and sum to 1. ``W = scale·V`` makes the L2 shrink O(1).
 Every example with a non-zero gradient is an update (in practice all of them).
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = MulticlassSoftmax(dim=2, n_classes=3, lr=0.5)
 >>> _ = m.learn(Batch.from_rows([([0], [1.0]), ([1], [1.0])] * 20, [2, 0] * 20))
 >>> p = m.serving().proba(Batch.from_rows([([0], [1.0])], [-1]))[0]
@@ -27,7 +27,7 @@ from numba import njit
 
 from service.learning._multiclass import MulticlassLearner, argmax, row_scores
 from service.learning._scaled import RENORMALISE_BELOW
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

@@ -5,7 +5,7 @@ then ``w += τ·y·x`` and ``b += τ·y``. As in River's ``PAClassifier`` (which
 example for example), the bias is learned beside the weights but left out of ‖x‖², and an
 all-zero ``x`` gives τ = 0 for PA and PA-I (PA-II's ``1/(2C)`` keeps it finite).
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = PA1(dim=2, C=0.1)
 >>> m.learn(Batch.from_rows([([0], [2.0]), ([0], [2.0])], [1, 1])).tolist()
 [True, False]

@@ -23,7 +23,7 @@ Counting: an update is any change of ``w``; the shrink changes every non-zero ``
 anything has been learned every example is an update.
 
 >>> import math
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = Pegasos(dim=2, lam=0.5, projection=True)
 >>> _ = m.learn(Batch.from_rows([([0], [3.0]), ([1], [-2.0])] * 5, [1, 0] * 5))
 >>> norm = float(np.linalg.norm(m.serving().W))
@@ -45,7 +45,7 @@ from service.learning._scaled import (
     ScaledLearner,
     read_row,
 )
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

@@ -5,7 +5,7 @@ This is River's ``linear_model.Perceptron()`` exactly: hinge loss with threshold
 ``<=`` test, SGD with learning rate 1 for weights and intercept; a tie (s = 0) predicts the
 negative class. The test suite checks the two agree example for example.
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> p = Perceptron(dim=3)
 >>> p.learn(Batch.from_rows([([0], [1.0]), ([1], [1.0]), ([0], [1.0])], [1, 0, 1])).tolist()
 [True, True, False]

@@ -16,7 +16,7 @@ Cost. Both margins are read per example, O(nnz). Copying ``w`` into the pocket i
 it is done lazily: when ``w`` wins, the pocket is marked "is the current ``w``" (O(1)) and the
 copy happens only when ``w`` next changes — at most one O(dim) copy per pocket change.
 
->>> from service.learning.features import Batch
+>>> from service.learning.batch import Batch
 >>> m = Pocket(dim=2)
 >>> rows = [([0], [1.0])] * 2 + [([1], [1.0])] * 4
 >>> m.learn(Batch.from_rows(rows, [1, 1, 0, 0, 0, 0])).tolist()
@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from service.learning._kernels import FASTMATH, sign
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
     MISTAKES,

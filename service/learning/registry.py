@@ -136,11 +136,10 @@ _BINARY_MODULES = (
 
 
 def _load_all() -> None:
-    here = Path(__file__).parent
-    names = [m for m in _BINARY_MODULES if (here / f"{m}.py").exists()]
+    names = list(_BINARY_MODULES)
     names += sorted(
         info.name
-        for info in pkgutil.iter_modules([str(here)])
+        for info in pkgutil.iter_modules([str(Path(__file__).parent)])
         if info.name.startswith("multiclass_")
     )
     for module in names:

@@ -99,15 +99,31 @@ async def test_put_again_matches_a_spec_stored_before_new_defaults(
         assert await store.create_model("spam", SPAM_0_1)
     finally:
         await store.close()
-    again = await mem_api.put("/models/spam", json={"classes": ["ham", "spam"]})
-    assert again.status_code == 200, again.text
-    assert again.json()["spec"]["params"]["invariant"] is True
-    assert again.json()["spec"]["text"]["email"] is False
+    # the spam preset was retuned since: asking for "the spam preset" again is this model
+    for same in (
+        {"classes": ["ham", "spam"]},
+        {"preset": "spam"},
+        {"preset": "spam", "params": {"lr": 0.5}, "bits": 20},
+    ):
+        again = await mem_api.put("/models/spam", json=same)
+        assert again.status_code == 200, (same, again.text)
+        # described as the model is (stored by 0.1, new keys at their defaults), not as the
+        # preset is today
+        assert again.json()["spec"]["params"]["invariant"] is True
+        assert again.json()["spec"]["params"]["loss"] == "logistic"
+        assert again.json()["spec"]["text"]["email"] is False
+        assert again.json()["spec"]["text"]["char_ngrams"] is None
     for other in (
         {"classes": ["ham", "spam"], "text": {"email": True}},
         {"classes": ["ham", "spam"], "params": {"lr": 0.25}},
+        {"preset": "spam", "bits": 18},
+        {"preset": "text", "classes": ["ham", "spam"]},
+        {"algorithm": "adagrad", "classes": ["ham", "spam"]},
     ):
         assert_error(await mem_api.put("/models/spam", json=other), 409, "spec_conflict")
+    # a model stored from today's preset: the same request is the same model, byte for byte
+    assert (await mem_api.put("/models/spam2", json={"preset": "spam"})).status_code == 201
+    assert (await mem_api.put("/models/spam2", json={"preset": "spam"})).status_code == 200
 
 
 async def test_hyper_parameters_given_as_strings_or_absurd_are_refused(

@@ -14,7 +14,7 @@ import pytest
 
 from service.datasets import read_text
 from service.learning.adagrad import LOSSES, dloss, flow
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.registry import make_learner
 
 CONSTANT = 11650396  # Vowpal Wabbit's hash of its constant (bias) feature

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.registry import make_learner
 
 

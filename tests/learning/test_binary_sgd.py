@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.registry import make_learner
 
 

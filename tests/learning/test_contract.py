@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from service.errors import InvalidSpec
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import Learner
 from service.learning.registry import REGISTRY, make_learner
 

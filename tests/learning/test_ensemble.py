@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from service.errors import InvalidSpec
+from service.learning.batch import Batch
 from service.learning.ensemble import log_loss
-from service.learning.features import Batch
 from service.learning.registry import make_learner
 from service.learning.spec import ModelSpec
 

@@ -4,19 +4,15 @@ and text tokens by length, with an invalid example (a 422 over HTTP) beyond the 
 from __future__ import annotations
 
 import gc
+import math
 import tracemalloc
 
 import pytest
 
 from service.errors import InvalidExample
-from service.learning.features import (
-    CACHE_BYTES,
-    FIELD_NAME_CHARS,
-    MAX_NAME_CHARS,
-    MAX_TOKEN_CHARS,
-    Featurizer,
-)
+from service.learning.features import CACHE_BYTES, MAX_NAME_CHARS, MAX_TOKEN_CHARS, Featurizer
 from service.learning.spec import ModelSpec
+from service.learning.values import FIELD_NAME_CHARS, MAX_ABS_VALUE, MAX_FEATURES
 
 SPEC = ModelSpec.from_dict(
     {"algorithm": "pa1", "bits": 16, "text": {"char_ngrams": [4, 4]}, "quadratic": [["a", "b"]]}
@@ -34,6 +30,13 @@ def test_the_documented_defaults() -> None:
         Featurizer(SPEC, max_token_chars=0)
     with pytest.raises(ValueError, match="cache_bytes"):
         Featurizer(SPEC, cache_bytes=-1)
+
+
+def test_max_features_is_bounded_so_a_squared_norm_stays_finite() -> None:
+    assert math.isfinite(MAX_FEATURES * MAX_ABS_VALUE**2)
+    assert Featurizer(SPEC, max_features=MAX_FEATURES).max_features == MAX_FEATURES
+    with pytest.raises(ValueError, match="max_features"):
+        Featurizer(SPEC, max_features=MAX_FEATURES + 1)
 
 
 def test_a_feature_name_over_the_limit_is_invalid_and_the_field_is_cut() -> None:

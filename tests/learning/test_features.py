@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from service.errors import InvalidExample
-from service.learning.features import Batch, Featurizer, Labels
+from service.learning.batch import Batch
+from service.learning.features import Featurizer
+from service.learning.labels import Labels
 from service.learning.spec import ModelSpec
 
 
@@ -23,6 +25,9 @@ class Text:
     char_ngrams: tuple[int, int] | None = None
     binary: bool = True
     normalize: bool = False
+    char_limit: int | None = None
+    email: bool = False
+    tokens: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class Spec:
     text: Text | None = None
     quadratic: tuple[tuple[str, str], ...] = ()
     normalize: bool = False
+    transform: str = "none"
 
 
 def dense(batch: Batch, dim: int) -> np.ndarray:
@@ -275,8 +281,6 @@ def test_declared_classes_and_the_positive_class() -> None:
         ints.index(True)  # a bool is not the class 1 when classes are declared
     multi = Labels(("a", "b", "c"), None)
     assert [multi.index(c) for c in "abc"] == [0, 1, 2] and multi.n_classes == 3
-    with pytest.raises(ValueError, match="positive"):
-        Labels(("ham", "spam"), "eggs")
 
 
 def test_featurizer_maps_labels_through_the_spec() -> None:
@@ -351,12 +355,9 @@ def test_quadratic_within_one_group_takes_each_unordered_pair_once() -> None:
 
 
 def test_featurizer_validates_its_own_arguments() -> None:
+    # the spec's own rules (dim, hashing, classes, transform) are ModelSpec.from_dict's
     with pytest.raises(ValueError, match="max_features"):
         Featurizer(Spec(), max_features=0)
-    with pytest.raises(ValueError, match="power of two"):
-        Featurizer(Spec(dim=1000))
-    with pytest.raises(ValueError, match="need hashing"):
-        Featurizer(Spec(dim=10, hashing=False, text=Text()))
 
 
 def test_log1p_transform_applies_to_named_and_dense_values_only() -> None:
@@ -372,8 +373,6 @@ def test_log1p_transform_applies_to_named_and_dense_values_only() -> None:
     np.testing.assert_allclose(b.data, expected)
     text = Featurizer(LogSpec(dim=2**10, text=Text(binary=False)))
     assert text.transform([{"text": "a a a", "label": 1}]).data.tolist() in ([3.0], [-3.0])
-    with pytest.raises(ValueError, match="transform"):
-        Featurizer(LogSpec(transform="sqrt"))
 
 
 @pytest.mark.parametrize("normalize", [False, True])
@@ -423,7 +422,7 @@ def test_a_bad_name_after_a_dense_row_names_its_own_index() -> None:
 @pytest.mark.parametrize("n", [0, 1, 2, 24, 25, 97, 1000])
 @pytest.mark.parametrize("bits", [1, 4, 20, 28, 40])
 def test_the_row_sort_is_a_stable_sort_by_column(n: int, bits: int) -> None:
-    from service.learning.features import _stable_order
+    from service.learning.batch import _stable_order
 
     rng = np.random.default_rng(n * 100 + bits)
     c = np.concatenate([[7, 7], rng.integers(0, 2**bits, n)]).astype(np.int64)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from service.errors import InvalidSpec
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.linear import InvalidParameter, Learner, LinearModel, one_of, positive
 from service.learning.registry import REGISTRY, algorithms, learner_class, make_learner
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from service.learning.averaged_perceptron import AveragedPerceptron
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.multiclass_averaged_perceptron import MulticlassAveragedPerceptron
 from service.learning.multiclass_pa import MulticlassPA, MulticlassPA1, MulticlassPA2
 from service.learning.multiclass_pegasos import MulticlassPegasos

@@ -16,7 +16,7 @@ import pytest
 from river import linear_model
 
 from service.datasets import read_text
-from service.learning.features import Batch
+from service.learning.batch import Batch
 from service.learning.registry import make_learner
 
 Stream = tuple[list[dict[int, float]], list[bool]]

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.learning._textkernel import _murmur3, lowered_utf8, text_grams, word_table
-from service.learning.features import Batch, Featurizer
+from service.learning.batch import Batch
+from service.learning.features import Featurizer
 from service.learning.spec import ModelSpec
 from service.learning.text import TextFeaturizer
 

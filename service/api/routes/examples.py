@@ -19,7 +19,7 @@ from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS
 from service.api.schemas import Accepted
 from service.errors import InvalidRequest
-from service.learning.features import Batch
+from service.learning.batch import Batch
 
 router = APIRouter(prefix="/models", tags=["examples"])
 

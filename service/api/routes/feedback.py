@@ -12,7 +12,7 @@ from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
 from service.api.schemas import Feedback, FeedbackAccepted
 from service.errors import InvalidExample, StreamlearnError
-from service.learning.features import Batch
+from service.learning.batch import Batch
 
 router = APIRouter(prefix="/models", tags=["feedback"])
 

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Path, Request, Response
 from service.api.deps import Admin, BackendDep, CacheDep, Read
 from service.api.parsing import media_type
 from service.api.schemas import ErrorResponse, ModelInfo, ModelList
-from service.api.specs import spec_from_dict
 from service.errors import InvalidSpec, MalformedBody, UnsupportedMediaType
+from service.learning.spec import ModelSpec
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -66,7 +66,8 @@ def parse_feedback_ttl(body: dict[str, Any]) -> int | None:
     return ttl
 
 
-async def read_spec(request: Request) -> tuple[Any, int | None]:
+async def read_spec(request: Request) -> tuple[ModelSpec, int | None, dict[str, Any]]:
+    """The spec of a PUT, its feedback TTL, and the body as sent (less ``feedback_ttl``)."""
     mt = media_type(request.headers.get("content-type"))
     if mt not in ("application/json", "") and not mt.endswith("+json"):
         raise UnsupportedMediaType(
@@ -82,7 +83,7 @@ async def read_spec(request: Request) -> tuple[Any, int | None]:
             f"the spec must be a JSON object, got {type(body).__name__}", field="body"
         )
     ttl = parse_feedback_ttl(body)
-    return spec_from_dict(body), ttl
+    return ModelSpec.from_dict(body), ttl, body
 
 
 @router.put(
@@ -97,8 +98,8 @@ async def put_model(
     m: ModelName, request: Request, response: Response, backend: BackendDep
 ) -> ModelInfo:
     """Create a model (201), or describe it when it exists with the same spec (200)."""
-    spec, ttl = await read_spec(request)
-    created = await backend.create_model(m, spec, ttl)
+    spec, ttl, given = await read_spec(request)
+    created = await backend.create_model(m, spec, ttl, given)
     if not created:
         response.status_code = 200
     return ModelInfo(**await backend.describe(m))

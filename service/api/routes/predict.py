@@ -22,7 +22,7 @@ from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
 from service.api.schemas import Prediction, Predictions
 from service.errors import InvalidRequest, PayloadTooLarge
-from service.learning.features import Batch
+from service.learning.batch import Batch
 
 router = APIRouter(prefix="/models", tags=["predict"])
 
