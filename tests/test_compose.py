@@ -135,4 +135,4 @@ def test_the_installed_package_ships_the_dashboard() -> None:
         assert not re.search(r"(src|href)=[\"']?(https?:)?//", text), f"{f} loads a remote file"
         assert "@import url(http" not in text and "fetch('http" not in text
     scripts = config["project"]["scripts"]
-    assert scripts["streamlearn"] == "service.cli:main"
+    assert scripts["streamlearn"] == "service.launch:main"  # evaluate without typer, see there
