@@ -4,6 +4,7 @@ and the translation of connection failures into :class:`StoreUnavailable`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
@@ -104,10 +105,8 @@ class StoreBase:
         ``AttributeError`` that would surface as a 500). Initialising it here, once, avoids
         that. If Redis is not there yet nothing is raised: the client initialises lazily."""
         if is_cluster(self.client):
-            try:
+            with contextlib.suppress(rexc.RedisError, OSError, *UNAVAILABLE):
                 await self.client.initialize()
-            except (*UNAVAILABLE, rexc.RedisError, OSError):
-                pass
 
     async def ping(self) -> bool:
         """Whether Redis answers (``readyz``)."""
