@@ -102,6 +102,25 @@ def row_dot(
     return s
 
 
+@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
+def row_dot_pair(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, i: int, wu: np.ndarray
+) -> tuple[float, float, float]:
+    """``(wu[:, 0]·x_i, wu[:, 1]·x_i, ‖x_i‖²)`` in one pass over the row, for the learners
+    that keep two interleaved weight vectors (the averaged perceptron's ``w`` and sum, the
+    pocket's current and pocket weights)."""
+    s0 = 0.0
+    s1 = 0.0
+    sq = 0.0
+    for k in range(indptr[i], indptr[i + 1]):
+        j = indices[k]
+        v = data[k]
+        s0 += wu[j, 0] * v
+        s1 += wu[j, 1] * v
+        sq += v * v
+    return s0, s1, sq
+
+
 @njit(cache=True, nogil=True, inline="always")
 def sign(label: int) -> float:
     """The label as y ∈ {−1, +1} (class index 1 is the positive class)."""

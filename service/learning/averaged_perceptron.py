@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins_scaled_diff, sign
+from service.learning._kernels import FASTMATH, csr_margins_scaled_diff, row_dot_pair, sign
 from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
@@ -38,23 +38,6 @@ from service.learning.registry import register
 
 _FLOATS = ("b", "ub")
 B, UB = float_slots(*_FLOATS)
-
-
-@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
-def _read(
-    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, i: int, wu: np.ndarray
-) -> tuple[float, float, float]:
-    """``(w·x, u·x, ‖x‖²)`` of row i in one pass."""
-    sw = 0.0
-    su = 0.0
-    sq = 0.0
-    for k in range(indptr[i], indptr[i + 1]):
-        j = indices[k]
-        v = data[k]
-        sw += wu[j, 0] * v
-        su += wu[j, 1] * v
-        sq += v * v
-    return sw, su, sq
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -80,7 +63,7 @@ def _learn_kernel(
     lift = 0.0 if thick == np.inf else thick  # the perceptron's rule: update on y·sw ≤ lift
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        sw, su, sq = _read(indptr, indices, data, i, wu)
+        sw, su, sq = row_dot_pair(indptr, indices, data, i, wu)
         sw += b
         su += ub
         # served: the average after `seen` examples (w itself, i.e. zero, before any)
@@ -95,7 +78,7 @@ def _learn_kernel(
         changed = False
         for rep in range(repeats):
             if rep > 0:  # what would be served once this row is counted
-                sw, su, sq = _read(indptr, indices, data, i, wu)
+                sw, su, sq = row_dot_pair(indptr, indices, data, i, wu)
                 sw += b
                 served = sw - (su + ub) / (seen + 1)
             if yi * served > thick or yi * sw > lift:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, sign
+from service.learning._kernels import FASTMATH, row_dot_pair, sign
 from service.learning.batch import Batch
 from service.learning.linear import (
     MAX_NORM,
@@ -51,23 +51,6 @@ _INTS = ("run", "pocket_run", "pocket_errors", "current")
 RUN, POCKET_RUN, POCKET_ERRORS, CURRENT = int_slots(*_INTS)
 _FLOATS = ("b", "bp")
 B, BP = float_slots(*_FLOATS)
-
-
-@njit(cache=True, nogil=True, fastmath=FASTMATH, inline="always")
-def _read(
-    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, i: int, ww: np.ndarray
-) -> tuple[float, float, float]:
-    """``(w·x, pocket·x, ‖x‖²)`` of row i in one pass."""
-    sw = 0.0
-    sp = 0.0
-    sq = 0.0
-    for k in range(indptr[i], indptr[i + 1]):
-        j = indices[k]
-        v = data[k]
-        sw += ww[j, 0] * v
-        sp += ww[j, 1] * v
-        sq += v * v
-    return sw, sp, sq
 
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
@@ -95,7 +78,7 @@ def _learn_kernel(
     lift = 0.0 if thick == np.inf else thick  # the perceptron's rule: update on y·sw ≤ lift
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
-        sw, sp, sq = _read(indptr, indices, data, i, ww)
+        sw, sp, sq = row_dot_pair(indptr, indices, data, i, ww)
         sw += b
         sp += bp
         served = sw if current == 1 else sp
@@ -112,7 +95,7 @@ def _learn_kernel(
         in_band = yi * served <= thick  # else not learned: no step, no run bookkeeping
         for rep in range(repeats):
             if rep > 0:
-                sw, sp, sq = _read(indptr, indices, data, i, ww)
+                sw, sp, sq = row_dot_pair(indptr, indices, data, i, ww)
                 sw += b
                 sp += bp
                 served = sw if current == 1 else sp
