@@ -51,7 +51,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.datasets import SPAMBASE, SPAMBASE_ORDER, read_text
+from service.cli.datasets import SPAMBASE, SPAMBASE_ORDER, read_text
 from service.learning.features import Batch
 from service.learning.registry import algorithms, make_learner
 

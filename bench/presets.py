@@ -6,7 +6,7 @@ against Vowpal Wabbit, River and scikit-learn by ``bench/quality.py`` (``docs/pr
     python bench/presets.py [--text-examples 20000] [--seeds 0 1]
 
 Every number is progressive validation (predict, then learn, one example at a time in
-effect) through :func:`service.evaluate.evaluate_file`, exactly what ``streamlearn evaluate``
+effect) through :func:`service.cli.evaluate.evaluate_file`, exactly what ``streamlearn evaluate``
 prints; (1−ROCA)% is the TREC spam track's figure, 100·(1 − AUC).
 """
 
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from textgen import SpamStream  # noqa: E402
 
-from service.evaluate import evaluate_file  # noqa: E402
+from service.cli.evaluate import evaluate_file  # noqa: E402
 
 SPAMBASE = ROOT / "service" / "data" / "spambase.jsonl.gz"  # shipped in the package
 WORDS_CHARS = {"word_ngrams": [1, 1], "char_ngrams": [4, 4], "binary": True, "normalize": True}

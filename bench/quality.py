@@ -14,7 +14,7 @@ For every stream the table gives progressive (1−ROCA)% (binary) and mistakes o
 - **our candidates** — the ``spam`` preset (multi-class streams: the ``text`` preset) and any
   ``--candidate`` (a JSON object of ``evaluate`` options applied over the preset: ``algorithm``,
   ``params``, ``text``, ``transform``, ``bits``), run through
-  :func:`service.evaluate.evaluate_file`, the code ``streamlearn evaluate`` runs;
+  :func:`service.cli.evaluate.evaluate_file`, the code ``streamlearn evaluate`` runs;
 - **the anchors**, fed the *same hashed features* (our featurizer's CSR rows: word unigrams,
   and word unigrams + character 4-grams, binary, L2-normalised, the preset's ``bits`` and
   value transform; also the preset's own text options when they differ):
@@ -57,7 +57,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.evaluate import evaluate_file, read_ndjson, read_order, roc_auc  # noqa: E402
+from service.cli.evaluate import evaluate_file, read_ndjson, read_order, roc_auc  # noqa: E402
 from service.learning.features import Batch  # noqa: E402
 from service.learning.spec import PRESETS, ModelSpec  # noqa: E402
 

@@ -1,5 +1,5 @@
 """A live streamlearn service for tests: uvicorn on a free loopback port in a thread, plus a
-worker in another (the same :class:`service.serve.WorkerThread` that ``streamlearn serve``
+worker in another (the same :class:`service.cli.serve.WorkerThread` that ``streamlearn serve``
 uses). Shared by the client, CLI, README and browser tests."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from service.embedded import free_port
-from service.serve import WorkerThread
+from service.cli.embedded import free_port
+from service.cli.serve import WorkerThread
 from service.settings import Settings
 
 

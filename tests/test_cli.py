@@ -16,9 +16,9 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from service.cli import app
+from service.cli.app import app
+from service.cli.replay import apply_order, guess_format, read_lines, replay
 from service.client import Client, ClientError
-from service.replay import apply_order, guess_format, read_lines, replay
 
 EXPECTED = {
     "serve",
@@ -230,7 +230,7 @@ def test_client_commands_against_live_service(settings, tmp_path: Path) -> None:
 def test_demo_replays_spambase_exactly_as_learned_offline(settings, spambase_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The demo's model, learned through HTTP, the stream and the worker, makes exactly the
     mistakes the same learner makes in process on the same shuffled order."""
-    from service.commands import DEMO_SPEC
+    from service.cli.commands import DEMO_SPEC
     from service.learning.spec import ModelSpec
     from tests.live_service import live_service
 
@@ -262,7 +262,7 @@ def test_replay_drops_keys_an_example_does_not_have_and_says_how_many(tmp_path: 
 
     from rich.console import Console
 
-    from service.commands import run_replay
+    from service.cli.commands import run_replay
 
     rows = [
         {"id": f"e{i}", "text": "hi", "label": 1, "source": "a", "meta": {"i": i}} for i in range(5)
@@ -350,7 +350,7 @@ def test_help_reads_as_prose(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["serve", "api"])
 def test_host_and_port_show_their_defaults(name: str) -> None:
-    from service.cli import DEFAULT_HOST, DEFAULT_PORT
+    from service.cli.app import DEFAULT_HOST, DEFAULT_PORT
     from service.settings import Settings
 
     assert (Settings().host, Settings().port) == (DEFAULT_HOST, DEFAULT_PORT)
@@ -392,7 +392,7 @@ def test_evaluate_loads_no_cli_framework_and_no_server_stack(tmp_path: Path) -> 
     report = orjson.loads(out.stdout.strip().splitlines()[-1])
     assert report["examples"] == 200 and report["params"] == {"C": 0.5}
     loaded = set(orjson.loads(out.stderr.strip().splitlines()[-1]))
-    assert "numba" in loaded and "service.evaluate" in loaded  # the probe sees the real run
+    assert "numba" in loaded and "service.cli.evaluate" in loaded  # the probe sees the real run
     top = {m.split(".")[0] for m in loaded}
     assert not top & set(SERVER_STACK), sorted(top & set(SERVER_STACK))
     assert "scipy.linalg" not in loaded and "cffi" not in loaded  # hidden from numba's set-up
@@ -420,8 +420,8 @@ def test_evaluate_command_lines_argparse_declines_go_to_typer(tmp_path: Path) ->
 
 
 def test_evaluate_fast_parser_has_typer_s_options_and_defaults() -> None:
-    """service/launch.py reads evaluate's command line itself: same flags, same defaults."""
-    from service.launch import evaluate_parser
+    """service/cli/launch.py reads evaluate's command line itself: same flags, same defaults."""
+    from service.cli.launch import evaluate_parser
 
     command = typer.main.get_command(app).commands["evaluate"]  # type: ignore[attr-defined]
     parser = evaluate_parser()

@@ -30,7 +30,7 @@ def services(compose: dict[str, Any]) -> dict[str, Any]:
 def cli_commands() -> set[str]:
     import typer.main
 
-    from service.cli import app
+    from service.cli.app import app
 
     group = typer.main.get_command(app)
     return set(group.commands)  # type: ignore[attr-defined]
@@ -135,4 +135,4 @@ def test_the_installed_package_ships_the_dashboard() -> None:
         assert not re.search(r"(src|href)=[\"']?(https?:)?//", text), f"{f} loads a remote file"
         assert "@import url(http" not in text and "fetch('http" not in text
     scripts = config["project"]["scripts"]
-    assert scripts["streamlearn"] == "service.launch:main"  # evaluate without typer, see there
+    assert scripts["streamlearn"] == "service.cli.launch:main"  # evaluate without typer, see there

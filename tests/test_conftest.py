@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from service.embedded import free_port
+from service.cli.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

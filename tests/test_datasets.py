@@ -13,14 +13,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from service.datasets import (
+from service.cli.datasets import (
     SPAMBASE,
     SPAMBASE_ORDER,
     open_binary,
     read_text,
     spambase_order,
 )
-from service.replay import find_spambase, guess_format, read_lines
+from service.cli.replay import find_spambase, guess_format, read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 

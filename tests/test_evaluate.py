@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import app
+from service.cli.app import app
+from service.cli.evaluate import EvaluationError, evaluate_file, parse_classes, roc_auc
+from service.cli.svmlight import _POW10, _scan_plain, parse_svmlight, read_svmlight_file
 from service.errors import MalformedBody
-from service.evaluate import EvaluationError, evaluate_file, parse_classes, roc_auc
 from service.learning.batch import Batch
 from service.learning.spec import ModelSpec
-from service.svmlight import _POW10, _scan_plain, parse_svmlight, read_svmlight_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -408,7 +408,7 @@ def test_the_spam_preset_learns_the_synthetic_text_stream(tmp_path: Path) -> Non
 def test_long_files_get_a_progress_bar_and_the_same_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import service.evaluate as evaluate
+    import service.cli.evaluate as evaluate
 
     nd, _ = write_stream(tmp_path, n=300, seed=8)
     opts = {"algorithm": "pa1", "hashing": False, "dim": 30, "chunk": 50}

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service.embedded import free_port
+from service.cli.embedded import free_port
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import orjson
 import pytest
 import typer.main
 
-from service.cli import app
+from service.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -23,9 +23,15 @@ import httpx
 import pytest
 import redis
 
-from service import embedded
-from service.embedded import free_port, ping, start_embedded, start_fakeredis, start_redis_server
-from service.serve import _redact, urls
+from service.cli import embedded
+from service.cli.embedded import (
+    free_port,
+    ping,
+    start_embedded,
+    start_fakeredis,
+    start_redis_server,
+)
+from service.cli.serve import _redact, urls
 from service.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +68,7 @@ def test_redis_server_child_dies_with_its_parent(tmp_path: Path) -> None:
     """If serve is killed outright (SIGKILL), its private Redis must not live on."""
     code = (
         "import sys, time\n"
-        "from service.embedded import start_redis_server\n"
+        "from service.cli.embedded import start_redis_server\n"
         "e = start_redis_server(sys.argv[1])\n"
         "print(e.url, flush=True)\n"
         "time.sleep(120)\n"
@@ -110,7 +116,7 @@ def test_embedded_falls_back_to_fakeredis_without_the_binary(
         assert e.note == "redis-server is not installed"
     with pytest.raises(FileNotFoundError):
         start_embedded(tmp_path, prefer="redis-server")
-    from service.serve import serve
+    from service.cli.serve import serve
 
     said: list[str] = []
     settings = Settings(port=0, data_dir=str(tmp_path), redis_url=None)
@@ -123,7 +129,7 @@ def test_embedded_falls_back_to_fakeredis_without_the_binary(
 def test_serve_refuses_a_busy_port_before_starting_anything(tmp_path: Path) -> None:
     import socket
 
-    from service.serve import serve
+    from service.cli.serve import serve
 
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -138,8 +144,8 @@ def test_serve_refuses_a_busy_port_before_starting_anything(tmp_path: Path) -> N
 
 
 def test_a_failing_worker_thread_is_reported_at_once() -> None:
+    from service.cli.serve import WorkerThread
     from service.errors import StoreUnavailable
-    from service.serve import WorkerThread
 
     told: list[BaseException] = []
     worker = WorkerThread(Settings(redis_url="bogus://nowhere"), on_error=told.append)
@@ -279,7 +285,7 @@ def test_serve_uses_the_configured_redis(tmp_path: Path, settings: Settings) -> 
 
 HOLD = (
     "import sys, time\n"
-    "from service.datadir import DataDirLock\n"
+    "from service.cli.datadir import DataDirLock\n"
     "DataDirLock(sys.argv[1]).acquire()\n"
     "print('held', flush=True)\n"
     "time.sleep(120)\n"
@@ -287,8 +293,8 @@ HOLD = (
 
 
 def test_a_held_data_dir_refuses_a_second_serve_naming_the_holder(tmp_path: Path) -> None:
-    from service.datadir import DataDirBusy, DataDirLock
-    from service.serve import serve
+    from service.cli.datadir import DataDirBusy, DataDirLock
+    from service.cli.serve import serve
 
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True

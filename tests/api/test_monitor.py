@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from service.api.drift import DriftTracker
-from service.evaluate import evaluate_file
+from service.cli.evaluate import evaluate_file
 from service.settings import Settings
 from tests.api.conftest import BINARY_SPEC, assert_error, dense, learn_all, running
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.datasets import read_text
+from service.cli.datasets import read_text
 from service.learning.adagrad import LOSSES, dloss, flow
 from service.learning.batch import Batch
 from service.learning.registry import make_learner

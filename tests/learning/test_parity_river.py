@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from river import linear_model
 
-from service.datasets import read_text
+from service.cli.datasets import read_text
 from service.learning.batch import Batch
 from service.learning.registry import make_learner
 

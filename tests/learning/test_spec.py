@@ -248,7 +248,7 @@ def _textgen() -> Any:
 
 
 def test_the_spam_preset_beats_trivial_baselines_on_the_shipped_text_stream(tmp_path: Any) -> None:
-    from service.evaluate import evaluate_file
+    from service.cli.evaluate import evaluate_file
 
     examples = list(_textgen().SpamStream(seed=3).examples(4000))
     path = tmp_path / "text.jsonl"
@@ -269,7 +269,7 @@ def test_the_text_preset_beats_the_majority_class_on_a_multiclass_text_stream(
 ) -> None:
     import random
 
-    from service.evaluate import evaluate_file
+    from service.cli.evaluate import evaluate_file
 
     rng = random.Random(0)
     noise = [f"w{i}" for i in range(300)]

@@ -362,7 +362,7 @@ def test_cli_worker_burst(settings: Settings) -> None:
     """``streamlearn worker --burst`` runs the same worker with the flags on top of the env."""
     from typer.testing import CliRunner
 
-    from service.cli import app
+    from service.cli.app import app
 
     sp = spec("perceptron")
     stream = batches(2000, 9)

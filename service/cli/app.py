@@ -2,20 +2,13 @@
 
 Each command is a thin shell over a function elsewhere in the package, so the work can be
 tested without a subprocess. Heavy imports happen inside the commands, to keep ``--help`` fast.
-A valid ``evaluate`` command line does not come here: :mod:`service.launch` (the console
-script, and the top of this module under ``python -m``) runs it without typer or rich.
+A valid ``evaluate`` command line does not come here: :mod:`service.cli.launch` (the console
+script, and ``python -m service.cli``) runs it without typer or rich.
 """
 
 from __future__ import annotations
 
 import sys
-
-if __name__ == "__main__":  # python -m service.cli: evaluate starts without typer
-    from service.launch import run_fast
-
-    if (_code := run_fast(sys.argv[1:])) is not None:
-        raise SystemExit(_code)
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -32,8 +25,8 @@ app = typer.Typer(
 )
 
 
-# --- serve / replay / demo / models / metrics / versions / rollback (service/serve.py, ------
-# --- service/commands.py) -------------------------------------------------------------------
+# --- serve / replay / demo / models / metrics / versions / rollback (service/cli/serve.py, ------
+# --- service/cli/commands.py) -------------------------------------------------------------------
 
 UrlOpt = Annotated[
     str, typer.Option("--url", envvar="STREAMLEARN_URL", help="Base URL of a running service.")
@@ -102,7 +95,7 @@ def serve(
 
     Example:  streamlearn serve --port 8000
     """
-    from service.serve import serve as run_serve
+    from service.cli.serve import serve as run_serve
     from service.settings import Settings
 
     if embedded not in ("auto", "redis-server", "fakeredis"):
@@ -225,7 +218,7 @@ def replay(
 
     Example:  streamlearn replay stream.jsonl --model spam --order order.txt --batch-size 1000
     """
-    from service.commands import run_replay
+    from service.cli.commands import run_replay
 
     if format not in (None, "ndjson", "svmlight"):
         raise typer.BadParameter(f"--format must be ndjson or svmlight, got {format!r}")
@@ -258,7 +251,7 @@ def demo(
 
     Example:  streamlearn serve &  streamlearn demo  # then open http://127.0.0.1:8000/
     """
-    from service.commands import run_demo
+    from service.cli.commands import run_demo
 
     _client_call(url, api_key, run_demo, data=data, model=model, rate=rate, limit=limit)
 
@@ -269,7 +262,7 @@ def models(url: UrlOpt = DEFAULT_SERVICE_URL, api_key: KeyOpt = None) -> None:
 
     Example:  streamlearn models --url http://127.0.0.1:8000
     """
-    from service.commands import show_models
+    from service.cli.commands import show_models
 
     _client_call(url, api_key, show_models)
 
@@ -285,7 +278,7 @@ def metrics(
 
     Example:  streamlearn metrics spam --json
     """
-    from service.commands import show_metrics
+    from service.cli.commands import show_metrics
 
     if json:
         import orjson
@@ -306,7 +299,7 @@ def versions(
 
     Example:  streamlearn versions spam
     """
-    from service.commands import show_versions
+    from service.cli.commands import show_versions
 
     _client_call(url, api_key, show_versions, model)
 
@@ -324,7 +317,7 @@ def rollback(
 
     Example:  streamlearn rollback spam 3 --api-key $ADMIN_KEY
     """
-    from service.commands import do_rollback
+    from service.cli.commands import do_rollback
 
     _client_call(url, api_key, do_rollback, model, version)
 
@@ -341,7 +334,7 @@ def pin(
 
     Example:  streamlearn pin spam 3
     """
-    from service.commands import do_pin
+    from service.cli.commands import do_pin
 
     _client_call(url, api_key, do_pin, model, version)
 
@@ -356,7 +349,7 @@ def unpin(
 
     Example:  streamlearn unpin spam
     """
-    from service.commands import do_unpin
+    from service.cli.commands import do_unpin
 
     _client_call(url, api_key, do_unpin, model)
 
@@ -372,7 +365,7 @@ def dead_letters(
 
     Example:  streamlearn dead-letters spam --limit 20
     """
-    from service.commands import show_dead_letters
+    from service.cli.commands import show_dead_letters
 
     _client_call(url, api_key, show_dead_letters, model, limit)
 
@@ -437,8 +430,8 @@ def evaluate(
 
     from rich.console import Console
 
+    from service.cli.evaluate import parse_classes, parse_params, run_command
     from service.errors import StreamlearnError
-    from service.evaluate import parse_classes, parse_params, run_command
 
     try:
         options: dict[str, Any] = {
@@ -463,18 +456,3 @@ def evaluate(
     except (StreamlearnError, ValueError, OSError) as e:
         Console(stderr=True).print(f"[red]error[/] {getattr(e, 'message', None) or e}")
         raise typer.Exit(2) from e
-
-
-def main() -> None:
-    """Entry point (the console script is :func:`service.launch.main`, which comes here for
-    everything but a valid ``evaluate``)."""
-    from service.launch import run_fast
-
-    code = run_fast(sys.argv[1:])
-    if code is not None:
-        raise SystemExit(code)
-    app()
-
-
-if __name__ == "__main__":
-    main()

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from service.datasets import COMPRESSED, open_binary
+from service.cli.datasets import COMPRESSED, open_binary
 from service.errors import MalformedBody
 from service.learning.batch import assemble
 from service.learning.values import MAX_ABS_VALUE

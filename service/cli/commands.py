@@ -1,7 +1,7 @@
 """The client-side CLI commands (``replay``, ``demo``, ``models``, ``metrics``, ``versions``,
 ``rollback``): what they do, with a rich console, over :class:`service.client.Client`.
 
-``service/cli.py`` only declares the options and calls these, so they can be tested with an
+``service/cli/app.py`` only declares the options and calls these, so they can be tested with an
 in-process client and a recording console, without a subprocess.
 """
 
@@ -24,9 +24,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from service.client import MAX_WAIT_S, Client, ClientError, Metrics
-from service.evaluate import dropped_summary
-from service.replay import (
+from service.cli.evaluate import dropped_summary
+from service.cli.replay import (
     apply_order,
     drop_unknown_keys,
     find_spambase,
@@ -36,6 +35,7 @@ from service.replay import (
     replay,
     wait_learned,
 )
+from service.client import MAX_WAIT_S, Client, ClientError, Metrics
 
 # Spambase has 57 numeric features whose scales differ by orders of magnitude (capitalTotal
 # reaches the thousands). log1p tames the heavy tails and AdaGrad's per-feature step sizes

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.datadir import DataDirBusy, DataDirLock
-from service.embedded import EmbeddedRedis, Kind, free_port, start_embedded
+from service.cli.datadir import DataDirBusy, DataDirLock
+from service.cli.embedded import EmbeddedRedis, Kind, free_port, start_embedded
 from service.settings import Settings
 
 Say = Callable[[str], None]
@@ -158,7 +158,7 @@ def serve(
     """Run API + worker until interrupted; returns a process exit code.
 
     With the embedded Redis, the data directory is held exclusively for the whole run
-    (:class:`service.datadir.DataDirLock`): a second serve on it refuses to start.
+    (:class:`service.cli.datadir.DataDirLock`): a second serve on it refuses to start.
     """
     lock: DataDirLock | None = None
     if settings.redis_url is None:  # the embedded Redis keeps its files in the data dir

@@ -25,7 +25,7 @@ skips keeping them.
 
 Readers: NDJSON (``{"features": ..., "text": ..., "label": ..., "id": ...}`` per line, through
 the model's :class:`~service.learning.features.Featurizer`) and svmlight (``LABEL idx:val``,
-indices as given, parsed by :mod:`service.svmlight`).
+indices as given, parsed by :mod:`service.cli.svmlight`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from service.datasets import base_suffix, open_binary, read_text
+from service.cli.datasets import base_suffix, open_binary, read_text
+from service.cli.svmlight import Parsed, read_svmlight_file
 from service.errors import InvalidExample, StreamlearnError
 from service.learning.batch import Batch
 from service.learning.features import ALLOWED_KEYS
@@ -48,7 +49,6 @@ from service.learning.labels import Labels
 from service.learning.linear import Learner
 from service.learning.quality import WINDOW, QualityTracker, roc_auc
 from service.learning.spec import ModelSpec
-from service.svmlight import Parsed, read_svmlight_file
 
 Progress = Callable[[int], None]
 """Called with the number of examples just processed (for a progress bar)."""
@@ -472,7 +472,7 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------------------------
-# the command line's shell (service/cli.py delegates here)
+# the command line's shell (service/cli/app.py delegates here)
 # ----------------------------------------------------------------------------------------------
 
 PROGRESS_MIN_BYTES = 8 << 20

@@ -5,11 +5,11 @@ compares (with Vowpal Wabbit's ``vw -d FILE``, say), so its command line is read
 argparse and the work starts without importing typer, rich, httpx or the server stack; the
 first numba dispatch is made cheaper too (:func:`warm_numba`). Everything else — every other
 command, ``--help``, and any ``evaluate`` command line this parser does not accept as it stands —
-goes to the typer app in :mod:`service.cli`, which owns the help texts and the error messages
+goes to the typer app in :mod:`service.cli.app`, which owns the help texts and the error messages
 (so an invalid command line gets the same message either way). ``tests/test_cli.py`` keeps
 the two option lists equal.
 
-``python -m service.cli`` comes here first too (the top of service/cli.py).
+``python -m service.cli`` comes here too (service/cli/__main__.py).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
-    """The options of ``streamlearn evaluate``, as in service/cli.py (help texts live there)."""
+    """The options of ``streamlearn evaluate``, as in service/cli/app.py (help texts live there)."""
     p = _Parser(prog="streamlearn evaluate", add_help=False, allow_abbrev=False)
     p.add_argument("file", type=Path)
     p.add_argument("--algorithm", "-a")
@@ -95,8 +95,8 @@ def run_evaluate(ns: argparse.Namespace) -> int:
     import json
 
     warm_numba()
+    from service.cli.evaluate import parse_classes, parse_params, run_command
     from service.errors import StreamlearnError
-    from service.evaluate import parse_classes, parse_params, run_command
 
     try:
         options: dict[str, Any] = {
@@ -140,7 +140,7 @@ def main() -> None:
     code = run_fast(sys.argv[1:])
     if code is not None:
         raise SystemExit(code)
-    from service.cli import app
+    from service.cli.app import app
 
     app()
 

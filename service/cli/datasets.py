@@ -20,7 +20,7 @@ import lzma
 from pathlib import Path
 from typing import IO
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 SPAMBASE = DATA_DIR / "spambase.jsonl.gz"
 SPAMBASE_ORDER = DATA_DIR / "spambase_order.txt"
 

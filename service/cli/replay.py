@@ -17,8 +17,8 @@ from pathlib import Path
 
 import orjson
 
+from service.cli.datasets import SPAMBASE, SPAMBASE_ORDER, base_suffix, open_binary, read_text
 from service.client import Client, ClientError, Metrics
-from service.datasets import SPAMBASE, SPAMBASE_ORDER, base_suffix, open_binary, read_text
 from service.learning.features import ALLOWED_KEYS
 
 FORMATS = ("ndjson", "svmlight")
