@@ -57,7 +57,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from service.cli.evaluate import evaluate_file, read_ndjson, read_order, roc_auc  # noqa: E402
+from service.cli.datasets import read_order  # noqa: E402
+from service.cli.evaluate import evaluate_file, read_ndjson, roc_auc  # noqa: E402
 from service.learning.features import Batch  # noqa: E402
 from service.learning.spec import PRESETS, ModelSpec  # noqa: E402
 

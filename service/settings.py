@@ -1,10 +1,13 @@
 """Settings, read from the environment (``STREAMLEARN_*``) or passed in explicitly.
 
-Nothing reads the environment at import time: build a :class:`Settings` in the entry
-point (CLI, ``create_app``, the worker) and pass it down.
+Nothing reads the environment at import time: every entry point (``streamlearn serve``,
+``api``, ``worker``, ``python -m workers``) builds its :class:`Settings` once with
+:meth:`Settings.from_flags` and passes it down.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -93,3 +96,32 @@ class Settings(BaseSettings):
         "of the served arrays); past it the least recently used models are evicted and "
         "reloaded on their next use. 0 = no bound.",
     )
+
+    @classmethod
+    def from_flags(cls, **flags: Any) -> Settings:
+        """The ``STREAMLEARN_*`` variables with a command line's flags on top; a flag left at
+        None was not given. The one way every entry point turns its flags into settings.
+
+        >>> Settings.from_flags(key_prefix="t1", redis_url=None).key_prefix
+        't1'
+        """
+        unknown = sorted(set(flags) - set(cls.model_fields))
+        if unknown:
+            raise TypeError(f"not a setting: {', '.join(unknown)}")
+        return cls(**{k: v for k, v in flags.items() if v is not None})
+
+    def environ(self) -> dict[str, str]:
+        """The settings given explicitly (by flag or variable) as ``STREAMLEARN_*`` variables:
+        how they reach the processes uvicorn starts for ``streamlearn api --workers N``.
+
+        >>> env = Settings.from_flags(key_prefix="t1", redis_cluster=True).environ()
+        >>> env["STREAMLEARN_KEY_PREFIX"], env["STREAMLEARN_REDIS_CLUSTER"]
+        ('t1', 'true')
+        """
+        given = self.model_dump(include=self.model_fields_set, exclude_none=True)
+        return {
+            f"STREAMLEARN_{name.upper()}": str(value).lower()
+            if isinstance(value, bool)
+            else str(value)
+            for name, value in given.items()
+        }

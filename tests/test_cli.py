@@ -17,7 +17,8 @@ import typer.main
 from typer.testing import CliRunner
 
 from service.cli.app import app
-from service.cli.replay import apply_order, guess_format, read_lines, replay
+from service.cli.datasets import guess_format
+from service.cli.replay import apply_order, read_lines, replay
 from service.client import Client, ClientError
 
 EXPECTED = {

@@ -16,11 +16,12 @@ import pytest
 from service.cli.datasets import (
     SPAMBASE,
     SPAMBASE_ORDER,
+    guess_format,
     open_binary,
     read_text,
     spambase_order,
 )
-from service.cli.replay import find_spambase, guess_format, read_lines
+from service.cli.replay import find_spambase, read_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,15 +8,12 @@ second one exits at once (code 128 + signal).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
 import os
-import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from service.settings import Settings
-from workers.trainer import Worker
+from workers.start import run
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -30,63 +27,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    overrides = {
-        "redis_url": args.redis_url,
-        "redis_cluster": args.cluster,
-        "key_prefix": args.key_prefix,
-        "worker_id": args.worker_id,
-    }
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
-
-
-def signal_handler(
-    worker: Worker, exit_now: Callable[[int], object] = os._exit
-) -> Callable[[int], None]:
-    """First signal: ``worker.stop()`` (commit in hand, release, exit 0). Second: exit now."""
-
-    def on_signal(signum: int) -> None:
-        if worker.stopping:
-            exit_now(128 + signum)
-            return
-        logging.getLogger("streamlearn.worker").info("signal %d: finishing", signum)
-        worker.stop()
-
-    return on_signal
-
-
-async def run_worker(settings: Settings, burst: bool = False, handle_signals: bool = True) -> int:
-    """Run one worker until it stops; the process exit code."""
-    from service.store import Store
-
-    store = Store.open(settings, worker=True)
-    worker = Worker(settings, store)
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGTERM, signal.SIGINT)
-
-    on_signal = signal_handler(worker)
-
-    if handle_signals:
-        for sig in signals:
-            loop.add_signal_handler(sig, on_signal, int(sig))
-    try:
-        await worker.run(burst=burst)
-    finally:
-        if handle_signals:
-            for sig in signals:
-                loop.remove_signal_handler(sig)
-        await store.close()
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
+    settings = Settings.from_flags(
+        redis_url=args.redis_url,
+        redis_cluster=args.cluster,
+        key_prefix=args.key_prefix,
+        worker_id=args.worker_id,
     )
-    return asyncio.run(run_worker(settings_from(args), burst=args.burst))
+    return run(settings, burst=args.burst, log_level=args.log_level)
 
 
 if __name__ == "__main__":

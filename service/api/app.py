@@ -48,11 +48,10 @@ newest weights, watch mistakes. See docs/api.md for every endpoint, error and li
 def _lifespan(state: AppState) -> Any:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from service.store import Keys, Store, connect
+        from service.store import Store
 
         settings = state.settings
-        client = connect(settings)
-        store = Store(client, Keys(settings.key_prefix), settings)
+        store = Store.open(settings)
         state.backend = Backend(store, settings)
         state.drift = {}
         state.batcher = Batcher(state.backend)

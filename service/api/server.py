@@ -2,40 +2,32 @@
 
 With ``workers > 1`` uvicorn forks processes that each build their own app through the
 factory :func:`service.api.app.create_app_from_env`, so the settings travel through the
-environment (``STREAMLEARN_*``): command-line overrides are exported before uvicorn starts.
+environment: :meth:`Settings.environ` is exported before uvicorn starts.
 Each process has its own model cache and events subscription.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Any
+
+from service.settings import Settings
 
 FACTORY = "service.api.app:create_app_from_env"
 
 
-def run(
-    *,
-    host: str,
-    port: int,
-    workers: int = 1,
-    overrides: Mapping[str, Any] | None = None,
-    log_level: str = "info",
-) -> None:
-    """Serve until interrupted; ``overrides`` are Settings fields exported as STREAMLEARN_*."""
+def run(settings: Settings, *, workers: int = 1, log_level: str = "info") -> None:
+    """Serve ``settings`` on ``settings.host:settings.port`` until interrupted."""
     import uvicorn
 
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            os.environ[f"STREAMLEARN_{name.upper()}"] = str(value)
+    os.environ.update(settings.environ())
     uvicorn.run(
         FACTORY,
         factory=True,
-        host=host,
-        port=port,
+        host=settings.host,
+        port=settings.port,
         workers=workers,
         log_level=log_level,
         access_log=False,

@@ -100,13 +100,7 @@ def serve(
 
     if embedded not in ("auto", "redis-server", "fakeredis"):
         raise typer.BadParameter(f"must be auto, redis-server or fakeredis, got {embedded!r}")
-    overrides: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "redis_url": redis_url,
-        "data_dir": data_dir,
-    }
-    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    settings = Settings.from_flags(host=host, port=port, redis_url=redis_url, data_dir=data_dir)
     kind = None if embedded == "auto" else embedded
     raise typer.Exit(run_serve(settings, embedded=kind, log_level=log_level))  # type: ignore[arg-type]
 
@@ -120,7 +114,9 @@ def worker(
     cluster: Annotated[bool | None, typer.Option(help="Talk to a Redis Cluster.")] = None,
     key_prefix: Annotated[str | None, typer.Option(help="Prefix of every key.")] = None,
     worker_id: Annotated[str | None, typer.Option(help="This worker's id.")] = None,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_level: Annotated[
+        str, typer.Option(envvar="STREAMLEARN_LOG_LEVEL", help="Logging level.")
+    ] = "INFO",
 ) -> None:
     """Run one learning worker (``python -m workers`` with the same options).
 
@@ -129,21 +125,13 @@ def worker(
 
     Example:  STREAMLEARN_REDIS_URL=redis://127.0.0.1:6379/0 streamlearn worker
     """
-    from workers.__main__ import main as worker_main
+    from service.settings import Settings
+    from workers.start import run
 
-    argv = ["--log-level", log_level]
-    for flag, value in (
-        ("--redis-url", redis_url),
-        ("--key-prefix", key_prefix),
-        ("--worker-id", worker_id),
-    ):
-        if value is not None:
-            argv += [flag, value]
-    if burst:
-        argv.append("--burst")
-    if cluster:
-        argv.append("--cluster")
-    raise typer.Exit(worker_main(argv))
+    settings = Settings.from_flags(
+        redis_url=redis_url, redis_cluster=cluster, key_prefix=key_prefix, worker_id=worker_id
+    )
+    raise typer.Exit(run(settings, burst=burst, log_level=log_level))
 
 
 @app.command()
@@ -169,15 +157,8 @@ def api(
     from service.api.server import run
     from service.settings import Settings
 
-    base = Settings()
-    overrides = {"redis_url": redis_url, "key_prefix": key_prefix}
-    run(
-        host=host or base.host,
-        port=port if port is not None else base.port,
-        workers=workers,
-        overrides=overrides,
-        log_level=log_level,
-    )
+    settings = Settings.from_flags(host=host, port=port, redis_url=redis_url, key_prefix=key_prefix)
+    run(settings, workers=workers, log_level=log_level)
 
 
 @app.command()

@@ -24,14 +24,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from service.cli.datasets import guess_format, read_order
 from service.cli.evaluate import dropped_summary
 from service.cli.replay import (
     apply_order,
     drop_unknown_keys,
     find_spambase,
-    guess_format,
     read_lines,
-    read_order,
     replay,
     wait_learned,
 )

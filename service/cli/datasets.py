@@ -4,7 +4,8 @@ Spambase (UCI, CC BY 4.0 — see ``service/data/SOURCE.md``) travels with the pa
 ``streamlearn demo`` and the tests that learn real data work from any checkout or wheel.
 
 ``open_binary`` opens a file for reading, decompressing ``.gz``, ``.bz2`` and ``.xz`` by their
-suffix, so ``evaluate`` and ``replay`` take compressed files as they are.
+suffix, so ``evaluate`` and ``replay`` take compressed files as they are; both guess a file's
+format (:func:`guess_format`) and read an ``--order`` file (:func:`read_order`) here.
 
 >>> SPAMBASE.name, SPAMBASE_ORDER.name
 ('spambase.jsonl.gz', 'spambase_order.txt')
@@ -25,6 +26,8 @@ SPAMBASE = DATA_DIR / "spambase.jsonl.gz"
 SPAMBASE_ORDER = DATA_DIR / "spambase_order.txt"
 
 COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+FORMATS = ("ndjson", "svmlight")
+SVMLIGHT_SUFFIXES = (".svm", ".svmlight", ".libsvm", ".txt")
 
 
 def open_binary(path: Path) -> IO[bytes]:
@@ -46,10 +49,26 @@ def base_suffix(path: Path) -> str:
     return path.suffix.lower()
 
 
+def guess_format(path: Path) -> str:
+    """``svmlight`` for .svm/.svmlight/.libsvm/.txt files, else ``ndjson``.
+
+    Compressed files are named by what they hold: ``train.svm.gz`` is svmlight.
+
+    >>> guess_format(Path("train.svm")), guess_format(Path("stream.jsonl.gz"))
+    ('svmlight', 'ndjson')
+    """
+    return "svmlight" if base_suffix(path) in SVMLIGHT_SUFFIXES else "ndjson"
+
+
 def read_text(path: Path) -> str:
     """The whole (possibly compressed) file as UTF-8 text."""
     with open_binary(path) as f:
         return f.read().decode()
+
+
+def read_order(path: Path) -> list[str]:
+    """Ids, one a line (blank lines ignored): the order ``--order`` gives."""
+    return [line.strip() for line in read_text(path).splitlines() if line.strip()]
 
 
 def spambase_order() -> list[str]:
@@ -59,10 +78,13 @@ def spambase_order() -> list[str]:
 
 __all__ = [
     "DATA_DIR",
+    "FORMATS",
     "SPAMBASE",
     "SPAMBASE_ORDER",
     "base_suffix",
+    "guess_format",
     "open_binary",
+    "read_order",
     "read_text",
     "spambase_order",
 ]

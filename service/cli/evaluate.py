@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from service.cli.datasets import base_suffix, open_binary, read_text
+from service.cli.datasets import FORMATS, guess_format, open_binary, read_order
 from service.cli.svmlight import Parsed, read_svmlight_file
 from service.errors import InvalidExample, StreamlearnError
 from service.learning.batch import Batch
@@ -199,11 +199,6 @@ def _chunked(items: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, 
         yield items[start : start + size]
 
 
-def read_order(path: Path) -> list[str]:
-    """One id per line (blank lines skipped)."""
-    return [line.strip() for line in read_text(path).splitlines() if line.strip()]
-
-
 def svmlight_labels(parsed: Parsed, labels: Labels) -> np.ndarray:
     """Class indices of the parsed labels: numbers (−1/+1/0/1 or declared integer classes)
     map through :class:`Labels`, names (``ham``/``spam``) too; each distinct label once."""
@@ -337,10 +332,8 @@ def evaluate_file(
     dropped: Counter[str] = Counter()
     if chunk < 1:
         raise EvaluationError(f"chunk must be >= 1, got {chunk}")
-    fmt = fmt or (
-        "svmlight" if base_suffix(path) in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
-    )
-    if fmt not in ("ndjson", "svmlight"):
+    fmt = fmt or guess_format(path)
+    if fmt not in FORMATS:
         raise EvaluationError(f"--format must be ndjson or svmlight, got {fmt!r}")
     params = dict(params or {})
     if fmt == "svmlight":

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import orjson
 
-from service.cli.datasets import SPAMBASE, SPAMBASE_ORDER, base_suffix, open_binary, read_text
+from service.cli.datasets import FORMATS, SPAMBASE, SPAMBASE_ORDER, open_binary
 from service.client import Client, ClientError, Metrics
 from service.learning.features import ALLOWED_KEYS
 
-FORMATS = ("ndjson", "svmlight")
 RETRY_STATUSES = (429, 503)
 MAX_BACKOFF_S = 5.0
 
@@ -44,18 +43,6 @@ class ReplayResult:
         return self.posted / self.seconds if self.seconds > 0 else 0.0
 
 
-def guess_format(path: Path) -> str:
-    """``svmlight`` for .svm/.svmlight/.libsvm/.txt files, else ``ndjson``.
-
-    Compressed files are named by what they hold: ``train.svm.gz`` is svmlight.
-
-    >>> guess_format(Path("train.svm")), guess_format(Path("stream.jsonl.gz"))
-    ('svmlight', 'ndjson')
-    """
-    suffix = base_suffix(path)
-    return "svmlight" if suffix in (".svm", ".svmlight", ".libsvm", ".txt") else "ndjson"
-
-
 def read_lines(path: Path, fmt: str) -> list[bytes]:
     """The non-blank, non-comment lines of the file (.gz/.bz2/.xz decompressed), without their
     line ends."""
@@ -70,11 +57,6 @@ def read_lines(path: Path, fmt: str) -> list[bytes]:
             if line and not (fmt == "svmlight" and line.startswith(b"#")):
                 out.append(line)
     return out
-
-
-def read_order(path: Path) -> list[str]:
-    """Ids, one a line (blank lines ignored)."""
-    return [s.strip() for s in read_text(path).splitlines() if s.strip()]
 
 
 def drop_unknown_keys(lines: Sequence[bytes]) -> tuple[list[bytes], dict[str, int]]:
@@ -221,9 +203,7 @@ __all__ = [
     "apply_order",
     "drop_unknown_keys",
     "find_spambase",
-    "guess_format",
     "read_lines",
-    "read_order",
     "replay",
     "wait_learned",
 ]

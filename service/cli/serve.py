@@ -15,11 +15,14 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from service.cli.datadir import DataDirBusy, DataDirLock
 from service.cli.embedded import EmbeddedRedis, Kind, free_port, start_embedded
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.trainer import Worker
 
 Say = Callable[[str], None]
 
@@ -59,35 +62,18 @@ class WorkerThread:
                 self.on_error(e)
 
     async def _run(self) -> None:
-        worker, close = await _make_worker(self.settings)
-        try:
+        from workers.start import start_worker
+
+        async with start_worker(self.settings) as worker:
             task = asyncio.create_task(worker.run(burst=False))
             while not self.stop_event.is_set() and not task.done():
                 await asyncio.sleep(0.05)
             if not task.done():
                 await _request_stop(worker, task)
             await task
-        finally:
-            await close()
 
 
-async def _make_worker(settings: Settings) -> tuple[Any, Callable[[], Any]]:
-    """Build ``Worker(settings, store)`` as docs/architecture.md describes it."""
-    from service.store import Keys, Store, connect
-    from workers.trainer import Worker
-
-    client = connect(settings, worker=True)
-    store = Store(client, Keys(settings.key_prefix), settings)
-    worker = Worker(settings, store)
-
-    async def close() -> None:
-        with contextlib.suppress(Exception):
-            await client.aclose()
-
-    return worker, close
-
-
-async def _request_stop(worker: Any, task: asyncio.Task[Any], timeout: float = 20.0) -> None:
+async def _request_stop(worker: Worker, task: asyncio.Task[Any], timeout: float = 20.0) -> None:
     """``Worker.stop()`` (what SIGTERM calls: commit what it holds, release the leases);
     cancel only if the worker does not finish within ``timeout``."""
     worker.stop()

@@ -27,7 +27,7 @@ from tests.workers.support import (
     reference_quality,
     spec,
 )
-from workers.__main__ import signal_handler
+from workers.start import signal_handler
 from workers.trainer import Worker
 
 REPO = Path(__file__).resolve().parents[2]
