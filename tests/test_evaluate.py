@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from service.cli.app import app
-from service.cli.evaluate import EvaluationError, evaluate_file, parse_classes, roc_auc
+from service.cli.evaluate import EvaluationError, evaluate_file, roc_auc
+from service.cli.evaluate_command import parse_classes
 from service.cli.svmlight import _POW10, _scan_plain, parse_svmlight, read_svmlight_file
 from service.errors import MalformedBody
 from service.learning.batch import Batch
@@ -408,7 +409,7 @@ def test_the_spam_preset_learns_the_synthetic_text_stream(tmp_path: Path) -> Non
 def test_long_files_get_a_progress_bar_and_the_same_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import service.cli.evaluate as evaluate
+    import service.cli.evaluate_command as evaluate
 
     nd, _ = write_stream(tmp_path, n=300, seed=8)
     opts = {"algorithm": "pa1", "hashing": False, "dim": 30, "chunk": 50}

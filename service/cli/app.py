@@ -8,7 +8,6 @@ script, and ``python -m service.cli``) runs it without typer or rich.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -407,33 +406,12 @@ def evaluate(
 
     Example:  streamlearn evaluate mail.jsonl.gz --algorithm pa1 --classes ham,spam
     """
-    import json
+    from service.cli.evaluate_command import command
 
-    from rich.console import Console
-
-    from service.cli.evaluate import parse_classes, parse_params, run_command
-    from service.errors import StreamlearnError
-
-    try:
-        options: dict[str, Any] = {
-            "fmt": fmt,
-            "algorithm": algorithm,
-            "params": parse_params(param or []),
-            "bits": bits,
-            "hashing": hashing,
-            "dim": dim,
-            "classes": parse_classes(classes),
-            "normalize": normalize,
-            "preset": preset,
-            "order": order,
-            "auc": auc,
-            "chunk": chunk,
-        }
-        if transform is not None:
-            options["transform"] = transform
-        if text is not None:
-            options["text"] = json.loads(text)
-        run_command(file, json_out=json_out, progress=sys.stderr.isatty(), **options)
-    except (StreamlearnError, ValueError, OSError) as e:
-        Console(stderr=True).print(f"[red]error[/] {getattr(e, 'message', None) or e}")
-        raise typer.Exit(2) from e
+    raise typer.Exit(
+        command(
+            file, algorithm=algorithm, param=param, bits=bits, hashing=hashing, dim=dim,
+            classes=classes, fmt=fmt, order=order, normalize=normalize, transform=transform,
+            preset=preset, text=text, auc=auc, chunk=chunk, json_out=json_out,
+        )
+    )  # fmt: skip

@@ -25,7 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from service.cli.datasets import guess_format, read_order
-from service.cli.evaluate import dropped_summary
+from service.cli.evaluate_command import dropped_summary
 from service.cli.replay import (
     apply_order,
     drop_unknown_keys,

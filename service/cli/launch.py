@@ -18,7 +18,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 
 class _Declined(Exception):
@@ -92,38 +92,11 @@ def warm_numba() -> None:
 
 def run_evaluate(ns: argparse.Namespace) -> int:
     """``streamlearn evaluate`` with parsed options: the report, or an error line and 2."""
-    import json
-
     warm_numba()
-    from service.cli.evaluate import parse_classes, parse_params, run_command
-    from service.errors import StreamlearnError
+    from service.cli.evaluate_command import command
 
-    try:
-        options: dict[str, Any] = {
-            "fmt": ns.fmt,
-            "algorithm": ns.algorithm,
-            "params": parse_params(ns.param or []),
-            "bits": ns.bits,
-            "hashing": ns.hashing,
-            "dim": ns.dim,
-            "classes": parse_classes(ns.classes),
-            "normalize": ns.normalize,
-            "preset": ns.preset,
-            "order": ns.order,
-            "auc": ns.auc,
-            "chunk": ns.chunk,
-        }
-        if ns.transform is not None:
-            options["transform"] = ns.transform
-        if ns.text is not None:
-            options["text"] = json.loads(ns.text)
-        run_command(ns.file, json_out=ns.json_out, progress=sys.stderr.isatty(), **options)
-    except (StreamlearnError, ValueError, OSError) as e:
-        from rich.console import Console
-
-        Console(stderr=True).print(f"[red]error[/] {getattr(e, 'message', None) or e}")
-        return 2
-    return 0
+    options = vars(ns)
+    return command(options.pop("file"), **options)
 
 
 def run_fast(argv: Sequence[str]) -> int | None:
