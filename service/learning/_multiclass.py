@@ -2,7 +2,7 @@
 the served model.
 
 Layout: ``W`` of shape (K, dim), one row per class, and ``b`` of shape (K,), as the served
-:class:`~service.learning.linear.LinearModel` holds them; learners that keep ``W = scale·V``
+:class:`~service.learning.served.LinearModel` holds them; learners that keep ``W = scale·V``
 store ``V`` under the name ``W`` and report ``scale`` through :meth:`_served_t`, so
 :meth:`MulticlassLearner.decision` reads the state without forming the served matrix.
 

@@ -1,7 +1,9 @@
-"""The learner base class and the served linear model.
+"""The learner base class.
 
-A :class:`Learner` is the mutable thing a worker feeds batches to; a :class:`LinearModel` is
-the immutable-by-convention snapshot a version holds and the API serves.
+A :class:`Learner` is the mutable thing a worker feeds batches to; a :class:`LinearModel`
+(:mod:`service.learning.served`) is the immutable-by-convention snapshot a version holds and
+the API serves. The hyper-parameter checks live in :mod:`service.learning.params`; both are
+importable from here too.
 
 Why the base class is shaped this way: every algorithm differs only in its compiled update
 kernel and in the arrays it keeps. So a subclass declares
@@ -47,10 +49,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from service.errors import InvalidSpec
-from service.learning._kernels import csr_margins, csr_margins_multi
 from service.learning.batch import Batch
-
-State = dict[str, Any]
+from service.learning.params import (
+    InvalidParameter,
+    boolean,
+    non_negative,
+    one_of,
+    positive,
+)
+from service.learning.served import LinearModel, State, _as_csr, _check_indices
 
 _COUNTERS = ("examples_seen", "mistakes", "updates")
 
@@ -74,199 +81,10 @@ def float_slots(*names: str) -> tuple[int, ...]:
     return tuple(range(FIRST_FLOAT_SLOT, FIRST_FLOAT_SLOT + len(names)))
 
 
-class InvalidParameter(InvalidSpec, ValueError):
-    """A hyper-parameter is out of its domain. Also a ``ValueError``, so plain Python callers
-    can catch it as such; ``field`` is ``"params.<name>"`` for the API's error body."""
-
-    def __init__(self, name: str, message: str):
-        super().__init__(message, field=f"params.{name}")
-
-
-# --------------------------------------------------------------------------------------------
-# Eager validation helpers: each returns the value, converted, or raises InvalidParameter
-# with a message naming the field and the offending value ("C must be > 0, got 0").
-# --------------------------------------------------------------------------------------------
-
-
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise InvalidParameter(name, f"{name} must be a number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise InvalidParameter(name, f"{name} must be finite, got {value!r}")
-    return v
-
-
-# The sane range of a positive hyper-parameter (C, learning rates, λ, penalties): smaller
-# values are subnormal-ish noise (1e-320 makes every step vanish), larger ones overflow the
-# weights within a few updates.
-MIN_PARAM = 1e-12
-MAX_PARAM = 1e12
-
-
-def positive(name: str, value: Any) -> float:
-    """A finite float > 0, within [MIN_PARAM, MAX_PARAM]."""
-    v = _number(name, value)
-    if v <= 0:
-        raise InvalidParameter(name, f"{name} must be > 0, got {value!r}")
-    if not MIN_PARAM <= v <= MAX_PARAM:
-        raise InvalidParameter(
-            name, f"{name} must be in [{MIN_PARAM:g}, {MAX_PARAM:g}], got {value!r}"
-        )
-    return v
-
-
-def non_negative(name: str, value: Any) -> float:
-    """A finite float ≥ 0: 0, or within [MIN_PARAM, MAX_PARAM]."""
-    v = _number(name, value)
-    if v < 0:
-        raise InvalidParameter(name, f"{name} must be >= 0, got {value!r}")
-    if v != 0 and not MIN_PARAM <= v <= MAX_PARAM:
-        raise InvalidParameter(
-            name, f"{name} must be 0 or in [{MIN_PARAM:g}, {MAX_PARAM:g}], got {value!r}"
-        )
-    return v
-
-
-def boolean(name: str, value: Any) -> bool:
-    """A real bool (not 0/1, not "yes")."""
-    if not isinstance(value, bool | np.bool_):
-        raise InvalidParameter(name, f"{name} must be true or false, got {value!r}")
-    return bool(value)
-
-
-def one_of(name: str, value: Any, choices: tuple[Any, ...]) -> Any:
-    """One of a fixed set of values (compared with ``==``, type-checked)."""
-    for c in choices:
-        if type(value) is type(c) and value == c:
-            return c
-    raise InvalidParameter(name, f"{name} must be one of {list(choices)!r}, got {value!r}")
-
-
 def _check_dim(dim: Any) -> int:
     if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
         raise InvalidSpec(f"dim must be an integer >= 1, got {dim!r}", field="dim")
     return int(dim)
-
-
-# --------------------------------------------------------------------------------------------
-# The served model
-# --------------------------------------------------------------------------------------------
-
-
-def _sigmoid(s: np.ndarray) -> np.ndarray:
-    """A sigmoid that never overflows (exp of a non-positive number only)."""
-    e = np.exp(-np.abs(s))
-    return np.where(s >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def _softmax(S: np.ndarray) -> np.ndarray:
-    """Row-wise softmax with the max subtracted first, so huge logits cannot overflow.
-
-    ``S − max`` may still overflow to −inf for logits of opposite signs near the float
-    limit (exp then gives the right 0); a row with +inf logits shares the mass among them.
-    """
-    top = S.max(axis=1, keepdims=True)
-    with np.errstate(over="ignore", invalid="ignore"):
-        E = np.exp(S - top)
-    infinite = np.isposinf(top[:, 0])
-    if infinite.any():
-        E[infinite] = np.isposinf(S[infinite]).astype(np.float64)
-    out: np.ndarray = E / E.sum(axis=1, keepdims=True)
-    return out
-
-
-def _as_csr(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The batch's arrays in the exact dtypes the kernels were compiled for (no copy if so)."""
-    return (
-        np.ascontiguousarray(batch.indptr, dtype=np.int64),
-        np.ascontiguousarray(batch.indices, dtype=np.int32),
-        np.ascontiguousarray(batch.data, dtype=np.float64),
-    )
-
-
-def _check_indices(batch: Batch, dim: int) -> None:
-    """Every index in [0, dim): the kernels do not bounds-check, so this guards memory.
-
-    One pass: viewed as uint32, a negative index is huge, so ``max`` alone decides.
-    """
-    if batch.nnz == 0:
-        return
-    indices = np.ascontiguousarray(batch.indices, dtype=np.int32)
-    if int(indices.view(np.uint32).max()) >= dim:
-        bad = indices[(indices < 0) | (indices >= dim)][0]
-        raise ValueError(f"feature index must be in [0, {dim}), got {int(bad)}")
-
-
-class LinearModel:
-    """Weights ready to serve: ``W`` (dim,) and a float ``b`` (binary), or ``W`` (K, dim) and
-    ``b`` (K,) (multi-class).
-
-    ``link`` says how margins become probabilities: ``"sigmoid"`` (probability-like, from a
-    margin-based learner, not calibrated), ``"calibrated-sigmoid"`` (the model's own
-    probability, e.g. logistic regression) or ``"softmax"`` (multi-class).
-
-    >>> m = LinearModel(np.array([1.0, -2.0, 0.0]), 0.5)
-    >>> b = Batch.from_rows([([0], [1.0]), ([1], [1.0])], [-1, -1])
-    >>> m.margins(b).tolist(), m.predict(b).tolist()
-    ([1.5, -1.5], [1, 0])
-    >>> [round(p, 4) for p in m.proba(b).tolist()]
-    [0.8176, 0.1824]
-    """
-
-    __slots__ = ("W", "b", "link")
-
-    def __init__(self, W: np.ndarray, b: np.ndarray | float, link: str = "sigmoid"):
-        W = np.ascontiguousarray(W, dtype=np.float64)
-        if W.ndim == 1:
-            self.b: np.ndarray | float = float(b)
-        elif W.ndim == 2:
-            self.b = np.asarray(b, dtype=np.float64).reshape(W.shape[0])
-        else:
-            raise ValueError(f"W must be 1-d or 2-d, got shape {W.shape}")
-        self.W = W
-        self.link = link
-
-    @property
-    def multiclass(self) -> bool:
-        return bool(self.W.ndim == 2)
-
-    @property
-    def dim(self) -> int:
-        return int(self.W.shape[-1])
-
-    def margins(self, batch: Batch) -> np.ndarray:
-        """``s = W·x + b``: shape (n,) binary, (n, K) multi-class."""
-        _check_indices(batch, self.dim)
-        indptr, indices, data = _as_csr(batch)
-        if self.W.ndim == 1:
-            return csr_margins(indptr, indices, data, self.W, float(self.b))
-        return csr_margins_multi(indptr, indices, data, self.W, np.asarray(self.b))
-
-    def predict(self, batch: Batch) -> np.ndarray:
-        """Class indices: binary 1 iff s > 0 (a tie goes to the negative class); else argmax."""
-        s = self.margins(batch)
-        if s.ndim == 1:
-            return (s > 0).astype(np.int32)
-        return np.argmax(s, axis=1).astype(np.int32)
-
-    def proba(self, batch: Batch) -> np.ndarray:
-        """P(positive) of shape (n,) binary, or class probabilities (n, K) multi-class."""
-        s = self.margins(batch)
-        if s.ndim == 1:
-            return _sigmoid(s)
-        return _softmax(s)
-
-    def get_state(self) -> State:
-        return {"W": self.W.copy(), "b": self.b if isinstance(self.b, float) else self.b.copy(),
-                "link": self.link}  # fmt: skip
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> LinearModel:
-        return cls(np.array(state["W"], dtype=np.float64), state["b"], str(state["link"]))
-
-    def __repr__(self) -> str:
-        return f"LinearModel(shape={self.W.shape}, link={self.link!r})"
 
 
 # --------------------------------------------------------------------------------------------

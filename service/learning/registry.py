@@ -14,7 +14,7 @@ PA1(dim=4, C=0.5)
 >>> make_learner("pa1", 4, 2, {"C": 0})
 Traceback (most recent call last):
 ...
-service.learning.linear.InvalidParameter: C must be > 0, got 0
+service.learning.params.InvalidParameter: C must be > 0, got 0
 """
 
 from __future__ import annotations
