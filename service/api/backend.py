@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import itertools
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -21,7 +20,6 @@ from service.learning.linear import LinearModel
 from service.learning.spec import ModelSpec
 from service.settings import Settings
 from service.store import AppendResult, Store
-from service.store import feedback as kept
 
 Appended = tuple[int, str | None]
 """What an append did for one request: rows dropped as duplicates (an id already seen within
@@ -64,8 +62,6 @@ class Backend:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self.keys = store.keys
-        self.client = store.client
         self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]], Appended]] = {}
 
     # --- models -----------------------------------------------------------------------------
@@ -86,7 +82,7 @@ class Backend:
         wanted = spec.to_dict()
         for attempt in range(2):
             try:
-                created = bool(await self.store.create_model(m, wanted))
+                created = bool(await self.store.create_model(m, wanted, feedback_ttl=ttl))
                 break
             except SpecConflict:
                 same = await self._same_spec(m, wanted, given)
@@ -97,10 +93,8 @@ class Backend:
                 created = False
                 break
         if created:
-            if ttl is not None:
-                await kept.set_ttl(self.client, self.keys, m, ttl)
             return True
-        current = self.ttl(await kept.get_ttl(self.client, self.keys, m))
+        current = self.ttl(await self.store.feedback_ttl(m))
         if ttl is not None and ttl != current:
             raise SpecConflict(
                 f"model {m!r} exists with feedback_ttl={current}, not {ttl}",
@@ -138,7 +132,7 @@ class Backend:
 
     async def spec(self, m: str) -> tuple[ModelSpec, int | None]:
         spec = ModelSpec.from_dict(await self.store.get_spec(m))
-        return spec, await kept.get_ttl(self.client, self.keys, m)
+        return spec, await self.store.feedback_ttl(m)
 
     async def describe(self, m: str) -> dict[str, Any]:
         spec, ttl = await self.spec(m)
@@ -215,10 +209,10 @@ class Backend:
     async def keep(self, items: Sequence[tuple[str, str, Batch, int]]) -> None:
         """Keep predictions' features for feedback: ``(model, group, batch, ttl)`` each, one
         key per group, all in one pipelined round trip."""
-        await kept.keep_many(self.client, self.keys, items)
+        await self.store.keep_predictions(items)
 
     async def take(self, m: str, pid: str) -> Batch:
-        return await kept.take(self.client, self.keys, m, pid)
+        return await self.store.take_prediction(m, pid)
 
     # --- versions ----------------------------------------------------------------------------
     async def head(self, m: str) -> int:
@@ -360,24 +354,9 @@ class Backend:
         return len(await self.store.workers())
 
     # --- events ------------------------------------------------------------------------------
-    async def events(self, stop: asyncio.Event) -> AsyncIterator[str]:
+    def events(self, stop: asyncio.Event) -> AsyncIterator[str]:
         """Model names as their events channel announces a change (one subscription)."""
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        pattern = self.keys.events("x").replace("{x}", "{*}")
-        try:
-            await pubsub.psubscribe(pattern)
-            while not stop.is_set():
-                msg = await pubsub.get_message(timeout=0.25)
-                if msg is None:
-                    continue
-                channel = msg.get("channel")
-                name = channel.decode() if isinstance(channel, bytes) else str(channel)
-                start, end = name.find("{"), name.rfind("}")
-                if start >= 0 and end > start:
-                    yield name[start + 1 : end]
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pubsub.aclose(), 1.0)
+        return self.store.events(stop)
 
     async def close(self) -> None:
         await self.store.close()

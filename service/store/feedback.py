@@ -11,8 +11,11 @@ Value format (little endian): format byte ``2``, ``uint32`` rows, ``uint32`` nnz
 ``int64`` indptr, ``int32`` indices and ``float64`` values — decoded with
 :func:`numpy.frombuffer`, no per-feature Python.
 
-The per-model TTL is kept as the ``feedback_ttl`` field of the model's spec hash, so deleting
-the model removes it too.
+The per-model TTL is kept as the ``feedback_ttl`` field of the model's spec hash, written by
+the create script together with the spec (creation is atomic: a model is never seen without
+the TTL it was created with), and deleted with it.
+The methods are :class:`Store`'s (a mixin, under the same ``guarded`` mapping of connection
+failures to ``StoreUnavailable`` as every other store call).
 """
 
 from __future__ import annotations
@@ -22,22 +25,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from service.errors import DecodeError, PredictionNotFound, StoreUnavailable
-from service.learning.features import Batch
-from service.store.keys import Keys
+from service.errors import DecodeError, PredictionNotFound
+from service.learning.batch import Batch
+from service.store.base import StoreBase, guarded
 
 FORMAT = 2
 _HEAD = struct.Struct("<BII")
 TTL_FIELD = "feedback_ttl"
-
-
-def prediction_ids(group: str, n: int) -> list[str]:
-    """The ids of the ``n`` predictions kept under ``group``."""
-    return [f"{group}-{i}" for i in range(n)]
 
 
 MAX_ROW_DIGITS = 9  # a kept group holds at most max_batch (≤ 10**9) rows
@@ -87,61 +82,53 @@ def decode_row(raw: bytes, row: int) -> tuple[np.ndarray, np.ndarray]:
     return indices.astype(np.int32), data.astype(np.float64)
 
 
-def _unavailable(exc: Exception) -> StoreUnavailable:
-    return StoreUnavailable(f"Redis is unavailable: {type(exc).__name__}")
+class FeedbackOps(StoreBase):
+    """The kept predictions and each model's feedback TTL, as methods of :class:`Store`."""
 
-
-async def keep_many(
-    client: aioredis.Redis | Any, keys: Keys, items: Sequence[tuple[str, str, Batch, int]]
-) -> None:
-    """Keep each ``(model, group, batch, ttl_s)`` in one pipelined round trip."""
-    try:
-        async with client.pipeline(transaction=False) as pipe:
+    @guarded
+    async def keep_predictions(self, items: Sequence[tuple[str, str, Batch, int]]) -> None:
+        """Keep each ``(model, group, batch, ttl_s)`` in one pipelined round trip."""
+        async with self.client.pipeline(transaction=False) as pipe:
             for m, group, batch, ttl_s in items:
-                pipe.set(keys.prediction(m, group), encode_batch(batch), ex=max(1, int(ttl_s)))
+                pipe.set(self.keys.prediction(m, group), encode_batch(batch), ex=max(1, int(ttl_s)))
             await pipe.execute()
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise _unavailable(exc) from exc
+
+    @guarded
+    async def take_prediction(self, m: str, pid: str) -> Batch:
+        """The kept row of prediction ``pid`` (y = -1), or ``PredictionNotFound`` (unknown or
+        expired)."""
+        unknown = PredictionNotFound(
+            f"prediction_id {pid[:80]!r} is unknown or expired for model {m!r}",
+            field="prediction_id",
+        )
+        parsed = parse_prediction_id(pid)
+        if parsed is None:
+            raise unknown
+        group, row = parsed
+        try:
+            key = self.keys.prediction(m, group)
+        except ValueError as exc:
+            raise unknown from exc
+        raw: Any = await self.client.get(key)  # bytes: the client does not decode replies
+        if raw is None:
+            raise unknown
+        try:
+            indices, data = decode_row(raw, row)
+        except IndexError as exc:
+            raise unknown from exc
+        return Batch(
+            np.array([0, indices.shape[0]], dtype=np.int64),
+            indices,
+            data,
+            np.full(1, -1, np.int32),
+        )
+
+    @guarded
+    async def feedback_ttl(self, m: str) -> int | None:
+        """The model's own feedback TTL (written with its spec by ``create_model``), or None:
+        the service's default applies."""
+        raw = await self.client.hget(self.keys.spec(m), TTL_FIELD)
+        return int(raw) if raw is not None else None
 
 
-async def take(client: aioredis.Redis | Any, keys: Keys, m: str, pid: str) -> Batch:
-    """The kept row of prediction ``pid`` (y = -1), or ``PredictionNotFound`` (unknown/expired)."""
-    unknown = PredictionNotFound(
-        f"prediction_id {pid[:80]!r} is unknown or expired for model {m!r}", field="prediction_id"
-    )
-    parsed = parse_prediction_id(pid)
-    if parsed is None:
-        raise unknown
-    group, row = parsed
-    try:
-        key = keys.prediction(m, group)
-    except ValueError as exc:
-        raise unknown from exc
-    try:
-        raw: Any = await client.get(key)  # bytes: the client does not decode replies
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise _unavailable(exc) from exc
-    if raw is None:
-        raise unknown
-    try:
-        indices, data = decode_row(raw, row)
-    except IndexError as exc:
-        raise unknown from exc
-    return Batch(
-        np.array([0, indices.shape[0]], dtype=np.int64), indices, data, np.full(1, -1, np.int32)
-    )
-
-
-async def set_ttl(client: aioredis.Redis | Any, keys: Keys, m: str, ttl_s: int) -> None:
-    try:
-        await client.hset(keys.spec(m), TTL_FIELD, int(ttl_s))
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise _unavailable(exc) from exc
-
-
-async def get_ttl(client: aioredis.Redis | Any, keys: Keys, m: str) -> int | None:
-    try:
-        raw = await client.hget(keys.spec(m), TTL_FIELD)
-    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise _unavailable(exc) from exc
-    return int(raw) if raw is not None else None
+__all__ = ["TTL_FIELD", "FeedbackOps", "decode_row", "encode_batch", "parse_prediction_id"]

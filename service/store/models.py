@@ -29,6 +29,8 @@ from service.store.codec import (
     encode_sparse,
 )
 from service.store.connection import connect
+from service.store.events import EventOps
+from service.store.feedback import FeedbackOps
 from service.store.keys import Keys, validate_model_name
 from service.store.streams import StreamOps
 from service.store.versions import HISTORY_MAXLEN, QUALITY_FIGURES, VersionOps, decode_figures
@@ -140,7 +142,7 @@ def canonical_spec(spec: Mapping[str, Any]) -> bytes:
     return orjson.dumps(dict(spec), option=orjson.OPT_SORT_KEYS)
 
 
-class Store(StreamOps, VersionOps):
+class Store(StreamOps, VersionOps, FeedbackOps, EventOps):
     """Every Redis operation of the service (async). Build with :meth:`open` or directly."""
 
     @classmethod
@@ -150,15 +152,17 @@ class Store(StreamOps, VersionOps):
 
     # --- specs ---------------------------------------------------------------------------
     @guarded
-    async def create_model(self, m: str, spec: Mapping[str, Any]) -> bool:
-        """Store ``spec`` (a JSON-safe dict) under ``m``: True if created, False if the same
-        spec was already there; :class:`SpecConflict` if another one is."""
+    async def create_model(
+        self, m: str, spec: Mapping[str, Any], *, feedback_ttl: int | None = None
+    ) -> bool:
+        """Store ``spec`` (a JSON-safe dict) under ``m``, with the model's own feedback TTL
+        when given (in the same script): True if created, False if the same spec was already
+        there (its TTL untouched); :class:`SpecConflict` if another one is."""
         validate_model_name(m)
-        got = int(
-            await self._create(
-                keys=[self.keys.spec(m)], args=[canonical_spec(spec), int(time.time() * 1000)]
-            )
-        )
+        args: list[Any] = [canonical_spec(spec), int(time.time() * 1000)]
+        if feedback_ttl is not None:
+            args.append(int(feedback_ttl))
+        got = int(await self._create(keys=[self.keys.spec(m)], args=args))
         if got < 0:
             raise SpecConflict(f"model {m!r} exists with another spec", field="spec")
         await self.client.sadd(self.keys.models(), m)

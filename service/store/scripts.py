@@ -34,13 +34,15 @@ end
 """
 
 CREATE_MODEL = """
--- KEYS: spec   ARGV: canonical json, created_at (ms)
+-- KEYS: spec   ARGV: canonical json, created_at (ms)[, feedback_ttl (s)]
+-- The model's own feedback TTL (feedback.TTL_FIELD) is written with the spec, in one step.
 local cur = redis.call('HGET', KEYS[1], 'json')
 if cur then
   if cur == ARGV[1] then return 0 end
   return -1
 end
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'created_at', ARGV[2])
+if ARGV[3] then redis.call('HSET', KEYS[1], 'feedback_ttl', ARGV[3]) end
 return 1
 """
 

@@ -45,6 +45,20 @@ async def test_create_get_and_conflict(store: Store) -> None:
     assert await store.exists("m") and not await store.exists("x")
 
 
+async def test_the_feedback_ttl_is_written_with_the_spec(store: Store) -> None:
+    """The create script stores the model's own feedback TTL with the spec; creating the
+    same spec again leaves it as it was; deleting the model deletes it."""
+    assert await store.create_model("t", SPEC, feedback_ttl=0) is True
+    assert await store.feedback_ttl("t") == 0
+    assert await store.create_model("t", SPEC, feedback_ttl=60) is False
+    assert await store.feedback_ttl("t") == 0
+    assert await store.create_model("u", SPEC) is True
+    assert await store.feedback_ttl("u") is None  # the service default applies
+    await store.delete_model("t")
+    assert await store.create_model("t", SPEC) is True
+    assert await store.feedback_ttl("t") is None
+
+
 async def test_unknown_and_invalid_names(store: Store) -> None:
     with pytest.raises(ModelNotFound):
         await store.get_spec("x")
