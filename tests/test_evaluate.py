@@ -158,7 +158,9 @@ def test_svmlight_files_plain_mapped_or_compressed_parse_alike(tmp_path: Path) -
     want = parse_svmlight(svm.read_bytes())
     for path in (svm, zipped):
         got = read_svmlight_file(path)
-        for a, b in zip(got.batch_arrays(), want.batch_arrays(), strict=True):
+        for a, b in zip(
+            (got.indptr, got.indices, got.data), (want.indptr, want.indices, want.data), strict=True
+        ):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(got.label_values, want.label_values)
     assert read_svmlight_file(empty).n == 0

@@ -1,4 +1,4 @@
-"""The layout rules of DESIGN.md, checked by reading the sources.
+"""The import rules of docs/architecture.md, checked by reading the sources.
 
 Only ``service/store`` may import redis, only ``service/api`` fastapi/starlette, and
 ``service/learning`` stays pure math.

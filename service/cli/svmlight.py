@@ -402,9 +402,6 @@ class Parsed:
     def n(self) -> int:
         return int(self.indptr.shape[0] - 1)
 
-    def batch_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return self.indptr, self.indices, self.data
-
 
 def read_svmlight_file(path: Path, *, normalize: bool = False, transform: str = "none") -> Parsed:
     """:func:`parse_svmlight` of a file. An uncompressed one is memory-mapped, not read: the

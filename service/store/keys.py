@@ -62,9 +62,10 @@ class Keys:
         validate_model_name(m)
         return f"{self.prefix}:{{{m}}}:{suffix}"
 
-    # --- DESIGN.md's table ---------------------------------------------------------------
+    # --- the key table (docs/pipeline.md, "Redis layout") -------------------------------------
     def spec(self, m: str) -> str:
-        """Hash: ``json`` (the canonical spec) and ``created_at``."""
+        """Hash: ``json`` (the canonical spec), ``created_at`` and the model's own
+        ``feedback_ttl`` if it has one."""
         return self._m(m, "spec")
 
     def examples(self, m: str) -> str:

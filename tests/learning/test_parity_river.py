@@ -67,7 +67,7 @@ def run_river(model: Any, stream: Stream, dim: int) -> tuple[np.ndarray, np.ndar
     """River's progressive mistakes, weights and bias.
 
     River predicts through ``sigmoid(s) > 0.5``, which rounds |s| < ~1e-16 to a tie (then
-    False); DESIGN.md's rule is ``s > 0``. So the prediction is River's own margin ``> 0``,
+    False); our rule is ``s > 0``. So the prediction is River's own margin ``> 0``,
     and ``predict_one`` is checked to agree with it everywhere but at such ties.
     """
     mistakes = []

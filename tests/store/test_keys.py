@@ -1,4 +1,5 @@
-"""Key names: one builder, DESIGN.md's names, one slot per model, validated model names."""
+"""Key names: one builder, the names of docs/pipeline.md, one slot per model, validated model
+names."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def all_model_keys(k: Keys, m: str) -> list[str]:
 
 
 def test_design_names() -> None:
-    """The names of DESIGN.md's Redis table, exactly."""
+    """The names of the Redis table (docs/pipeline.md), exactly."""
     k = Keys("sl")
     assert k.spec("m") == "sl:{m}:spec"
     assert k.examples("m") == "sl:{m}:examples"
