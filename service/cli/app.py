@@ -36,6 +36,7 @@ KeyOpt = Annotated[
         "--api-key", envvar="STREAMLEARN_API_KEY", help="API key, if the service has keys."
     ),
 ]
+ModelArg = Annotated[str, typer.Argument(help="Model name.")]
 DEFAULT_SERVICE_URL = "http://127.0.0.1:8000"
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000  # Settings' defaults (a test keeps them equal)
 HostOpt = Annotated[
@@ -249,7 +250,7 @@ def models(url: UrlOpt = DEFAULT_SERVICE_URL, api_key: KeyOpt = None) -> None:
 
 @app.command()
 def metrics(
-    model: Annotated[str, typer.Argument(help="Model name.")],
+    model: ModelArg,
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
     json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
@@ -271,7 +272,7 @@ def metrics(
 
 @app.command()
 def versions(
-    model: Annotated[str, typer.Argument(help="Model name.")],
+    model: ModelArg,
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
 ) -> None:
@@ -286,7 +287,7 @@ def versions(
 
 @app.command()
 def rollback(
-    model: Annotated[str, typer.Argument(help="Model name.")],
+    model: ModelArg,
     version: Annotated[int, typer.Argument(min=1, help="Version to return to.")],
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
@@ -304,7 +305,7 @@ def rollback(
 
 @app.command()
 def pin(
-    model: Annotated[str, typer.Argument(help="Model name.")],
+    model: ModelArg,
     version: Annotated[int, typer.Argument(min=1, help="Version to hold the head at.")],
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
@@ -321,7 +322,7 @@ def pin(
 
 @app.command()
 def unpin(
-    model: Annotated[str, typer.Argument(help="Model name.")],
+    model: ModelArg,
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
 ) -> None:
@@ -336,7 +337,7 @@ def unpin(
 
 @app.command("dead-letters")
 def dead_letters(
-    model: Annotated[str, typer.Argument(help="Model name.")],
+    model: ModelArg,
     url: UrlOpt = DEFAULT_SERVICE_URL,
     api_key: KeyOpt = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Show the newest N.")] = 100,

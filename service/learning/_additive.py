@@ -29,9 +29,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, row_dot, sign
+from service.learning._kernels import (
+    FASTMATH,
+    load_counters,
+    record_served,
+    row_dot,
+    sign,
+    store_counters,
+)
 from service.learning.batch import Batch
-from service.learning.linear import MAX_NORM, MISTAKES, SEEN, UPDATES, Learner, float_slots
+from service.learning.linear import Learner, float_slots
 
 PERCEPTRON, PA, PA1, PA2, MIRA = 0, 1, 2, 3, 4
 
@@ -59,8 +66,7 @@ def learn_additive(
     """c = [seen, mistakes, updates]; f = [max_norm, b]; ``out[i]``, ``margins[i]``: the
     mistake flag and served margin of row i."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     b = f[B]
     half_inv_c = 0.5 / C
     lift = 0.0 if thick == np.inf else thick  # mistake-driven rules: update on y·s ≤ lift
@@ -74,12 +80,8 @@ def learn_additive(
             sq += v * v
         s += b
         yi = sign(y[i])
-        if sq > r2:
-            r2 = sq
-        margins[i] = s
-        if (s > 0.0) != (yi > 0.0):
-            out[i] = True
-            mistakes += 1
+        r2 = max(r2, sq)
+        mistakes += record_served(i, s, yi, out, margins)
         changed = False
         for rep in range(repeats):
             if rep > 0:
@@ -113,8 +115,7 @@ def learn_additive(
         if changed:
             updates += 1
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
     f[B] = b
 
 

@@ -26,6 +26,12 @@ from numba import njit
 #: depends only on the row's length), so a batch still equals its rows learned one by one.
 FASTMATH = {"reassoc", "contract"}
 
+#: Positions in ``Learner._c`` (int64) that every kernel updates: examples seen, mistakes,
+#: updates (a learner's own int slots follow).
+SEEN, MISTAKES, UPDATES = 0, 1, 2
+#: Position in ``Learner._f`` (float64) of R = max ‖x‖ (a learner's float slots follow).
+MAX_NORM = 0
+
 
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def csr_margins(
@@ -125,3 +131,31 @@ def row_dot_pair(
 def sign(label: int) -> float:
     """The label as y ∈ {−1, +1} (class index 1 is the positive class)."""
     return 1.0 if label == 1 else -1.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def record_served(i: int, s: float, yi: float, out: np.ndarray, margins: np.ndarray) -> int:
+    """Write row ``i``'s served margin ``s`` to ``margins[i]`` and, when its sign is not the
+    label's ``yi`` (±1), the mistake flag ``out[i]``; 1 for a mistake, else 0 (what every
+    binary kernel does before it learns the row)."""
+    margins[i] = s
+    if (s > 0.0) != (yi > 0.0):
+        out[i] = True
+        return 1
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def load_counters(c: np.ndarray, f: np.ndarray) -> tuple[int, int, int, float]:
+    """A kernel's running counters from the learner's slots: examples seen, mistakes,
+    updates and R² (the largest ‖x‖² so far)."""
+    return c[SEEN], c[MISTAKES], c[UPDATES], f[MAX_NORM] * f[MAX_NORM]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def store_counters(
+    c: np.ndarray, f: np.ndarray, seen: int, mistakes: int, updates: int, r2: float
+) -> None:
+    """Write a kernel's counters back to the learner's slots (R as ``max_norm``)."""
+    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    f[MAX_NORM] = np.sqrt(r2)

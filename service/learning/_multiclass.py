@@ -39,12 +39,9 @@ import numpy as np
 from numba import njit
 
 from service.learning._additive import PA, PA1, PA2, PERCEPTRON
+from service.learning._kernels import load_counters, store_counters
 from service.learning.batch import Batch
 from service.learning.linear import (
-    MAX_NORM,
-    MISTAKES,
-    SEEN,
-    UPDATES,
     Learner,
     _as_csr,
     _check_indices,
@@ -86,6 +83,16 @@ def argmax(s: np.ndarray) -> int:
         if s[r] > s[best]:
             best = r
     return best
+
+
+@njit(cache=True, nogil=True, inline="always")
+def record_class(i: int, s: np.ndarray, yi: int, out: np.ndarray) -> int:
+    """Row ``i``'s mistake flag from its served scores ``s``: 1 (and ``out[i]`` set) when the
+    top class is not ``yi``, else 0."""
+    if argmax(s) != yi:
+        out[i] = True
+        return 1
+    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -148,18 +155,14 @@ def learn_multiclass_additive(
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm]; ``margins[i]`` = the K served scores."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     half_inv_c = 0.5 / C
     for i in range(n):
         s = margins[i]
         sq = row_scores(indptr, indices, data, i, W, b, 1.0, s)
-        if sq > r2:
-            r2 = sq
+        r2 = max(r2, sq)
         yi = y[i]
-        if argmax(s) != yi:
-            out[i] = True
-            mistakes += 1
+        mistakes += record_class(i, s, yi, out)
         r = top_wrong(s, yi)
         tau = 0.0
         if rule == PERCEPTRON:
@@ -181,8 +184,7 @@ def learn_multiclass_additive(
             b[r] -= tau
             updates += 1
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
 
 
 class MulticlassLearner(Learner):

@@ -22,13 +22,17 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, csr_margins_scaled_diff, row_dot_pair, sign
+from service.learning._kernels import (
+    FASTMATH,
+    csr_margins_scaled_diff,
+    load_counters,
+    record_served,
+    row_dot_pair,
+    sign,
+    store_counters,
+)
 from service.learning.batch import Batch
 from service.learning.linear import (
-    MAX_NORM,
-    MISTAKES,
-    SEEN,
-    UPDATES,
     Learner,
     _as_csr,
     _check_indices,
@@ -56,8 +60,7 @@ def _learn_kernel(
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm, b, ub]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     b = f[B]
     ub = f[UB]
     lift = 0.0 if thick == np.inf else thick  # the perceptron's rule: update on y·sw ≤ lift
@@ -69,12 +72,8 @@ def _learn_kernel(
         # served: the average after `seen` examples (w itself, i.e. zero, before any)
         served = sw - su / seen if seen > 0 else sw
         yi = sign(y[i])
-        if sq > r2:
-            r2 = sq
-        margins[i] = served
-        if (served > 0.0) != (yi > 0.0):
-            out[i] = True
-            mistakes += 1
+        r2 = max(r2, sq)
+        mistakes += record_served(i, served, yi, out, margins)
         changed = False
         for rep in range(repeats):
             if rep > 0:  # what would be served once this row is counted
@@ -94,8 +93,7 @@ def _learn_kernel(
         if changed:
             updates += 1
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
     f[B] = b
     f[UB] = ub
 

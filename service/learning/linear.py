@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from service.errors import InvalidSpec
+from service.learning._kernels import MAX_NORM, MISTAKES, SEEN, UPDATES
 from service.learning.batch import Batch
 from service.learning.params import (
     InvalidParameter,
@@ -61,13 +62,8 @@ from service.learning.served import LinearModel, State, _as_csr, _check_indices
 
 _COUNTERS = ("examples_seen", "mistakes", "updates")
 
-#: Positions in ``Learner._c`` (int64) that every kernel updates: examples seen, mistakes,
-#: updates; a learner's own int slots follow from :data:`FIRST_INT_SLOT`.
-SEEN, MISTAKES, UPDATES = 0, 1, 2
-FIRST_INT_SLOT = len(_COUNTERS)
-#: Position in ``Learner._f`` (float64) of R = max ‖x‖; a learner's float slots follow.
-MAX_NORM = 0
-FIRST_FLOAT_SLOT = 1
+FIRST_INT_SLOT = len(_COUNTERS)  # a learner's own int slots follow SEEN, MISTAKES, UPDATES
+FIRST_FLOAT_SLOT = 1  # and its float slots follow MAX_NORM (see service.learning._kernels)
 
 
 def int_slots(*names: str) -> tuple[int, ...]:

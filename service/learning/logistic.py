@@ -35,7 +35,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, row_dot
+from service.learning._kernels import (
+    FASTMATH,
+    load_counters,
+    record_served,
+    row_dot,
+    sign,
+    store_counters,
+)
 from service.learning._scaled import (
     RENORMALISE_BELOW,
     SCALE,
@@ -46,10 +53,6 @@ from service.learning._scaled import (
 )
 from service.learning.batch import Batch
 from service.learning.linear import (
-    MAX_NORM,
-    MISTAKES,
-    SEEN,
-    UPDATES,
     InvalidParameter,
     float_slots,
     non_negative,
@@ -92,21 +95,17 @@ def _learn_kernel(
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm, b, scale, u]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     b, scale, u = f[B], f[SCALE], f[U]
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
         dot, sq = read_row(indptr, indices, data, i, v)
         s = scale * dot + b
-        positive_label = y[i] == 1
-        ys = s if positive_label else -s
-        if sq > r2:
-            r2 = sq
-        margins[i] = s
-        if (s > 0.0) != positive_label:
-            out[i] = True
-            mistakes += 1
+        yi = sign(y[i])
+        positive_label = yi > 0.0
+        ys = yi * s
+        r2 = max(r2, sq)
+        mistakes += record_served(i, s, yi, out, margins)
         if ys <= thick:  # learned (always, without a thick threshold)
             t = seen + 1
             eta = lr / t**power_t if invscaling else lr
@@ -145,8 +144,7 @@ def _learn_kernel(
             if changed:
                 updates += 1
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
     f[B], f[SCALE], f[U] = b, scale, u
 
 

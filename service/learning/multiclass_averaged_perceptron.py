@@ -19,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from service.learning._kernels import load_counters, store_counters
 from service.learning._multiclass import MulticlassLearner, margins_t, top_wrong
 from service.learning.batch import Batch
-from service.learning.linear import MAX_NORM, MISTAKES, SEEN, UPDATES, _as_csr, _check_indices
+from service.learning.linear import _as_csr, _check_indices
 from service.learning.registry import register
 
 
@@ -45,8 +46,7 @@ def _learn_kernel(
     K = W.shape[0]
     sw = np.empty(K, dtype=np.float64)
     su = np.empty(K, dtype=np.float64)
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     for i in range(n):
         lo, hi = indptr[i], indptr[i + 1]
         for r in range(K):
@@ -60,8 +60,7 @@ def _learn_kernel(
             for r in range(K):
                 sw[r] += W[r, j] * v
                 su[r] += U[r, j] * v
-        if sq > r2:
-            r2 = sq
+        r2 = max(r2, sq)
         # served: the average after `seen` examples (W itself, i.e. zero, before any)
         best = 0
         best_s = 0.0
@@ -91,8 +90,7 @@ def _learn_kernel(
             ub[r] -= cnt
             updates += 1
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
 
 
 @register

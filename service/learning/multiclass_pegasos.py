@@ -25,14 +25,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._multiclass import MulticlassLearner, argmax, row_scores, top_wrong
+from service.learning._kernels import load_counters, store_counters
+from service.learning._multiclass import (
+    MulticlassLearner,
+    record_class,
+    row_scores,
+    top_wrong,
+)
 from service.learning._scaled import RENORMALISE_BELOW
 from service.learning.batch import Batch
 from service.learning.linear import (
-    MAX_NORM,
-    MISTAKES,
-    SEEN,
-    UPDATES,
     boolean,
     float_slots,
     positive,
@@ -65,8 +67,7 @@ def _learn_kernel(
     K = V.shape[0]
     dots = np.empty(K, dtype=np.float64)
     zero = np.zeros(K, dtype=np.float64)
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     scale, vsq = f[SCALE], f[VSQ]
     radius2 = 1.0 / lam
     for i in range(n):
@@ -75,12 +76,9 @@ def _learn_kernel(
         s = margins[i]
         for r in range(K):
             s[r] = scale * dots[r] + b[r]
-        if sq > r2:
-            r2 = sq
+        r2 = max(r2, sq)
         yi = y[i]
-        if argmax(s) != yi:
-            out[i] = True
-            mistakes += 1
+        mistakes += record_class(i, s, yi, out)
         r = top_wrong(s, yi)
         t = seen + 1
         eta = 1.0 / (lam * t)
@@ -126,8 +124,7 @@ def _learn_kernel(
         if changed:
             updates += 1
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
     f[SCALE], f[VSQ] = scale, vsq
 
 

@@ -25,14 +25,11 @@ import math
 import numpy as np
 from numba import njit
 
-from service.learning._multiclass import MulticlassLearner, argmax, row_scores
+from service.learning._kernels import load_counters, store_counters
+from service.learning._multiclass import MulticlassLearner, argmax, record_class, row_scores
 from service.learning._scaled import RENORMALISE_BELOW
 from service.learning.batch import Batch
 from service.learning.linear import (
-    MAX_NORM,
-    MISTAKES,
-    SEEN,
-    UPDATES,
     InvalidParameter,
     float_slots,
     non_negative,
@@ -89,8 +86,7 @@ def _learn_kernel(
     p = np.empty(K, dtype=np.float64)
     g = np.empty(K, dtype=np.float64)
     zero = np.zeros(K, dtype=np.float64)
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     scale = f[SCALE]
     shrink = 1.0 - lr * l2
     off = smoothing / K
@@ -101,12 +97,9 @@ def _learn_kernel(
         served_scale = scale / temperature  # the served model: (W/T, b/T), as _served_t
         for r in range(K):
             z[r] = dots[r] * served_scale + b[r] / temperature
-        if sq > r2:
-            r2 = sq
+        r2 = max(r2, sq)
         yi = y[i]
-        if argmax(z) != yi:
-            out[i] = True
-            mistakes += 1
+        mistakes += record_class(i, z, yi, out)
         softmax_into(z, p)
         nonzero = False
         for r in range(K):
@@ -130,8 +123,7 @@ def _learn_kernel(
             V *= scale
             scale = 1.0
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
     f[SCALE] = scale
 
 

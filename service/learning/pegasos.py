@@ -36,7 +36,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, row_dot, sign
+from service.learning._kernels import (
+    FASTMATH,
+    load_counters,
+    record_served,
+    row_dot,
+    sign,
+    store_counters,
+)
 from service.learning._scaled import (
     RENORMALISE_BELOW,
     SCALE,
@@ -47,10 +54,6 @@ from service.learning._scaled import (
 )
 from service.learning.batch import Batch
 from service.learning.linear import (
-    MAX_NORM,
-    MISTAKES,
-    SEEN,
-    UPDATES,
     boolean,
     float_slots,
     positive,
@@ -80,8 +83,7 @@ def _learn_kernel(
 ) -> None:
     """c = [seen, mistakes, updates]; f = [max_norm, b, scale, vsq]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     b, scale, vsq = f[B], f[SCALE], f[VSQ]
     radius2 = 1.0 / lam
     for i in range(n):
@@ -89,12 +91,8 @@ def _learn_kernel(
         dot, sq = read_row(indptr, indices, data, i, v)
         s = scale * dot + b
         yi = sign(y[i])
-        if sq > r2:
-            r2 = sq
-        margins[i] = s
-        if (s > 0.0) != (yi > 0.0):
-            out[i] = True
-            mistakes += 1
+        r2 = max(r2, sq)
+        mistakes += record_served(i, s, yi, out, margins)
         t = seen + 1
         if yi * s <= thick:  # learned (always, without a thick threshold)
             eta = 1.0 / (lam * t)
@@ -140,8 +138,7 @@ def _learn_kernel(
             if changed:
                 updates += 1
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
-    f[MAX_NORM] = np.sqrt(r2)
+    store_counters(c, f, seen, mistakes, updates, r2)
     f[B], f[SCALE], f[VSQ] = b, scale, vsq
 
 

@@ -34,13 +34,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from service.learning._kernels import FASTMATH, row_dot_pair, sign
+from service.learning._kernels import (
+    FASTMATH,
+    load_counters,
+    record_served,
+    row_dot_pair,
+    sign,
+    store_counters,
+)
 from service.learning.batch import Batch
 from service.learning.linear import (
-    MAX_NORM,
-    MISTAKES,
-    SEEN,
-    UPDATES,
     Learner,
     float_slots,
     int_slots,
@@ -70,9 +73,8 @@ def _learn_kernel(
     """c = [seen, mistakes, updates, run, pocket_run, pocket_errors, current];
     f = [max_norm, b, bp]."""
     n = indptr.shape[0] - 1
-    seen, mistakes, updates = c[SEEN], c[MISTAKES], c[UPDATES]
+    seen, mistakes, updates, r2 = load_counters(c, f)
     run, prun, perrs, current = c[RUN], c[POCKET_RUN], c[POCKET_ERRORS], c[CURRENT]
-    r2 = f[MAX_NORM] * f[MAX_NORM]
     b = f[B]
     bp = f[BP]
     lift = 0.0 if thick == np.inf else thick  # the perceptron's rule: update on y·sw ≤ lift
@@ -83,11 +85,8 @@ def _learn_kernel(
         sp += bp
         served = sw if current == 1 else sp
         yi = sign(y[i])
-        if sq > r2:
-            r2 = sq
-        margins[i] = served
-        if (served > 0.0) != (yi > 0.0):
-            out[i] = True
+        r2 = max(r2, sq)
+        if record_served(i, served, yi, out, margins):
             mistakes += 1
             if current == 0:
                 perrs += 1
@@ -126,9 +125,8 @@ def _learn_kernel(
             run = 0
             perrs = 0
         seen += 1
-    c[SEEN], c[MISTAKES], c[UPDATES] = seen, mistakes, updates
+    store_counters(c, f, seen, mistakes, updates, r2)
     c[RUN], c[POCKET_RUN], c[POCKET_ERRORS], c[CURRENT] = run, prun, perrs, current
-    f[MAX_NORM] = np.sqrt(r2)
     f[B] = b
     f[BP] = bp
 
