@@ -11,11 +11,11 @@ Indices are used as given (no hashing); rows come out sorted with duplicates sum
 zeros dropped (the :class:`~service.learning.batch.Batch` contract).
 
 >>> parsed = parse_svmlight(b"+1 3:0.5 1:2\\n# a comment\\n-1 2:1e-3 # tail\\n")
->>> parsed.label_values.tolist(), parsed.batch_arrays()[0].tolist(), parsed.max_index
+>>> parsed.label_values.tolist(), parsed.indptr.tolist(), parsed.max_index
 ([1.0, -1.0], [0, 2, 3], 3)
 >>> parse_svmlight(b"ham 1:1\\nspam 2:1").labels
 [b'ham', b'spam']
->>> parsed.batch_arrays()[1].tolist(), parsed.batch_arrays()[2].tolist()
+>>> parsed.indices.tolist(), parsed.data.tolist()
 ([1, 3, 2], [2.0, 0.5, 0.001])
 """
 
