@@ -59,7 +59,8 @@ class ScaledLearner(Learner):
         _check_indices(batch, self.dim)
         indptr, indices, data = _as_csr(batch)
         dots: np.ndarray = csr_margins(indptr, indices, data, self.v, 0.0)
-        return dots * self._f[SCALE] + self._f[B]
+        margins: np.ndarray = dots * self._f[SCALE] + self._f[B]
+        return margins
 
 
 __all__ = ["RENORMALISE_BELOW", "SCALE", "SCALED_FLOATS", "B", "ScaledLearner", "read_row"]

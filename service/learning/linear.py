@@ -385,6 +385,8 @@ __all__ = [
     "Learner",
     "LinearModel",
     "State",
+    "_as_csr",
+    "_check_indices",
     "boolean",
     "float_slots",
     "int_slots",

@@ -68,8 +68,8 @@ _, _, U = float_slots(*_FLOATS)
 @njit(cache=True, nogil=True, fastmath=FASTMATH)
 def _sigmoid(s: float) -> float:
     if s >= 0.0:
-        return 1.0 / (1.0 + np.exp(-s))
-    e = np.exp(s)
+        return 1.0 / (1.0 + float(np.exp(-s)))
+    e = float(np.exp(s))
     return e / (1.0 + e)
 
 

@@ -18,7 +18,8 @@ State = dict[str, Any]
 def _sigmoid(s: np.ndarray) -> np.ndarray:
     """A sigmoid that never overflows (exp of a non-positive number only)."""
     e = np.exp(-np.abs(s))
-    return np.where(s >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    p: np.ndarray = np.where(s >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return p
 
 
 def _softmax(S: np.ndarray) -> np.ndarray:
@@ -109,7 +110,8 @@ class LinearModel:
         s = self.margins(batch)
         if s.ndim == 1:
             return (s > 0).astype(np.int32)
-        return np.argmax(s, axis=1).astype(np.int32)
+        best: np.ndarray = np.argmax(s, axis=1).astype(np.int32)
+        return best
 
     def proba(self, batch: Batch) -> np.ndarray:
         """P(positive) of shape (n,) binary, or class probabilities (n, K) multi-class."""
