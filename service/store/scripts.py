@@ -410,3 +410,22 @@ end
 if held then return 1 end
 return 0
 """
+
+METRICS = """
+-- ARGV: key prefix, then model names   (standalone Redis only: the keys are built here, not
+-- declared, so one call reads many models' keys — a Cluster pipelines per model instead)
+-- Reply per model: exists, {examples_seen, mistakes, updates, applied, updated_at,
+-- quality}, head, appended — the reads of Store._queue_metrics in one reply, which the
+-- client sends and parses in one go (2,000 models: packing 8,000 keys and parsing 8,000
+-- replies in Python cost several times the read itself).
+local out = {}
+for i = 2, #ARGV do
+  local base = ARGV[1] .. ':{' .. ARGV[i] .. '}:'
+  out[#out + 1] = redis.call('EXISTS', base .. 'spec')
+  out[#out + 1] = redis.call('HMGET', base .. 'state', 'examples_seen', 'mistakes', 'updates',
+    'applied', 'updated_at', 'quality')
+  out[#out + 1] = redis.call('GET', base .. 'head')
+  out[#out + 1] = redis.call('GET', base .. 'appended')
+end
+return out
+"""
