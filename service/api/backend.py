@@ -11,7 +11,7 @@ import asyncio
 import bisect
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from service.api.coalesce import Coalescer
@@ -58,6 +58,19 @@ def _per_group(result: AppendResult, sizes: Sequence[int]) -> list[Appended]:
 
 def _model(serving: dict[str, Any]) -> LinearModel:
     return LinearModel.from_state(serving)
+
+
+class _Reconnects:
+    """Wraps a pub/sub's re-subscribe callback (redis-py keeps it as a weak *method*, so
+    this is a class) and notes that the connection was re-established."""
+
+    def __init__(self, resubscribe: Callable[[Any], Awaitable[None]]) -> None:
+        self.restarted = False
+        self._resubscribe = resubscribe
+
+    async def on_connect(self, connection: Any) -> None:
+        self.restarted = True
+        await self._resubscribe(connection)
 
 
 class Backend:
@@ -360,14 +373,23 @@ class Backend:
         return len(await self.store.workers())
 
     # --- events ------------------------------------------------------------------------------
-    async def events(self, stop: asyncio.Event) -> AsyncIterator[str]:
-        """Model names as their events channel announces a change (one subscription)."""
+    async def events(self, stop: asyncio.Event) -> AsyncIterator[str | None]:
+        """Model names as their events channel announces a change (one subscription), and
+        ``None`` each time the subscription starts or restarts: announcements made before
+        it may have been missed (redis-py reconnects and re-subscribes silently inside
+        ``get_message``; its connect callback tells us)."""
         pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         pattern = self.keys.events("x").replace("{x}", "{*}")
+        watch = _Reconnects(pubsub.on_connect)
+        pubsub.on_connect = watch.on_connect  # redis-py registers it on first connect
         try:
             await pubsub.psubscribe(pattern)
+            yield None
             while not stop.is_set():
                 msg = await pubsub.get_message(timeout=0.25)
+                if watch.restarted:
+                    watch.restarted = False
+                    yield None
                 if msg is None:
                     continue
                 channel = msg.get("channel")

@@ -198,7 +198,9 @@ class Store(StreamOps, VersionOps):
         await self.client.srem(k.models(), m)
         fixed = [key for key in k.model_keys(m) if key != k.versions(m)]
         existed = int(
-            await self._delete(keys=[k.epoch(m), k.versions(m), *fixed], args=[k.version_base(m)])
+            await self._delete(
+                keys=[k.epoch(m), k.versions(m), *fixed], args=[k.version_base(m), k.events(m)]
+            )
         )
         found = [
             key async for key in self.client.scan_iter(match=k.prediction_pattern(m), count=1000)

@@ -45,14 +45,17 @@ return 1
 """
 
 DELETE_MODEL = """
--- KEYS: epoch, versions, then every other fixed key of the model   ARGV: version base
+-- KEYS: epoch, versions, then every other fixed key of the model
+-- ARGV: version base, events channel
 -- Deletes the versions and the fixed keys; keeps and bumps the epoch so that a token of
--- the deleted incarnation can never match a lease of a re-created one.
+-- the deleted incarnation can never match a lease of a re-created one. Announces it on the
+-- events channel, so API processes drop the model at once (they poll no model's head).
 local vs = redis.call('ZRANGE', KEYS[2], 0, -1)
 for _, v in ipairs(vs) do redis.call('DEL', ARGV[1] .. v) end
 local existed = 0
 for i = 2, #KEYS do existed = existed + redis.call('DEL', KEYS[i]) end
 redis.call('INCR', KEYS[1])
+if existed > 0 and ARGV[2] then redis.call('PUBLISH', ARGV[2], '{"deleted":true}') end
 return existed
 """
 
