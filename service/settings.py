@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     keep_versions: int = 20
     history_every: int = 1_000
     heartbeat_ms: int = 1_000
+    idle_release_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A worker releases the lease of a model that has had no entry for this "
+        "long (and frees its learner); the next entry wakes a worker through the model's "
+        "work channel. Idle models cost no worker memory and no Redis command.",
+    )
 
     # --- API -------------------------------------------------------------------------------
     host: str = "127.0.0.1"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from service.api.coalesce import Coalescer
@@ -22,6 +21,7 @@ from service.learning.spec import ModelSpec
 from service.settings import Settings
 from service.store import AppendResult, Store
 from service.store import feedback as kept
+from service.store.channels import model_messages
 
 Appended = tuple[int, str | None]
 """What an append did for one request: rows dropped as duplicates (an id already seen within
@@ -58,19 +58,6 @@ def _per_group(result: AppendResult, sizes: Sequence[int]) -> list[Appended]:
 
 def _model(serving: dict[str, Any]) -> LinearModel:
     return LinearModel.from_state(serving)
-
-
-class _Reconnects:
-    """Wraps a pub/sub's re-subscribe callback (redis-py keeps it as a weak *method*, so
-    this is a class) and notes that the connection was re-established."""
-
-    def __init__(self, resubscribe: Callable[[Any], Awaitable[None]]) -> None:
-        self.restarted = False
-        self._resubscribe = resubscribe
-
-    async def on_connect(self, connection: Any) -> None:
-        self.restarted = True
-        await self._resubscribe(connection)
 
 
 class Backend:
@@ -373,33 +360,11 @@ class Backend:
         return len(await self.store.workers())
 
     # --- events ------------------------------------------------------------------------------
-    async def events(self, stop: asyncio.Event) -> AsyncIterator[str | None]:
+    def events(self, stop: asyncio.Event) -> AsyncIterator[str | None]:
         """Model names as their events channel announces a change (one subscription), and
         ``None`` each time the subscription starts or restarts: announcements made before
-        it may have been missed (redis-py reconnects and re-subscribes silently inside
-        ``get_message``; its connect callback tells us)."""
-        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
-        pattern = self.keys.events("x").replace("{x}", "{*}")
-        watch = _Reconnects(pubsub.on_connect)
-        pubsub.on_connect = watch.on_connect  # redis-py registers it on first connect
-        try:
-            await pubsub.psubscribe(pattern)
-            yield None
-            while not stop.is_set():
-                msg = await pubsub.get_message(timeout=0.25)
-                if watch.restarted:
-                    watch.restarted = False
-                    yield None
-                if msg is None:
-                    continue
-                channel = msg.get("channel")
-                name = channel.decode() if isinstance(channel, bytes) else str(channel)
-                start, end = name.find("{"), name.rfind("}")
-                if start >= 0 and end > start:
-                    yield name[start + 1 : end]
-        finally:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(pubsub.aclose(), 1.0)
+        it may have been missed (``service.store.channels``)."""
+        return model_messages(self.client, self.keys.channels("events"), stop)
 
     async def close(self) -> None:
         await self.store.close()

@@ -62,9 +62,12 @@ return existed
 APPEND = (
     _NOW
     + """
--- KEYS: examples, appended, state, ids, spec
+-- KEYS: examples, appended, state, ids, spec, lease
 -- ARGV: max_lag, window_ms, n_batches, then per batch: payload, n, n_ids, id_1 .. id_n
 --       ('' = no id)
+-- When something was appended and no worker holds the lease, a message on the model's
+-- work channel (the lease key with 'work' for 'lease') wakes a worker: workers hold only
+-- the models that have work (docs/pipeline.md, "The worker loop").
 -- Appends the batches in order, each whole (one XADD); stops at the first batch it cannot
 -- append and says why, so what landed is always a prefix of the request. Reply: one
 -- {'ok', entry id} per batch appended, then possibly {'dup', positions...} (ids seen within
@@ -115,6 +118,9 @@ for b = 1, tonumber(ARGV[3]) do
   appended = appended + n
   out[#out + 1] = {'ok', eid}
   i = i + 3 + nids
+end
+if #out > 0 and out[1][1] == 'ok' and redis.call('EXISTS', KEYS[6]) == 0 then
+  redis.call('PUBLISH', string.sub(KEYS[6], 1, -6) .. 'work', '1')
 end
 return out
 """
