@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from service import memory
 from service.errors import (
     CommitConflict,
     DecodeError,
@@ -414,17 +415,27 @@ class Worker:
         share = self._share()
         while len(self.held) > share:
             await self._give_up(self.held[max(self.held)], flush=True)
-        now = time.monotonic()
-        for h in list(self.held.values()):
-            if not h.entries and not h.dirty and now - h.last_active >= s.idle_release_s:
-                await self._give_up(h, flush=False)
-                self.stats["released_idle"] += 1
+        await self._release_idle()
         await self._check_orphans({w.worker_id for w in alive})
         await self._sweep()
         await self._find_work()
         await self.store.heartbeat(
             self.worker_id, list(self.held), pid=os.getpid(), host=socket.gethostname()
         )
+
+    async def _release_idle(self) -> None:
+        """Release the models with no entry for ``idle_release_s`` and free their memory."""
+        now, wait = time.monotonic(), self.settings.idle_release_s
+        idle = [
+            m
+            for m, h in self.held.items()
+            if not h.entries and not h.dirty and now - h.last_active >= wait
+        ]
+        for m in idle:
+            await self._give_up(self.held[m], flush=False)
+            self.stats["released_idle"] += 1
+        if idle:
+            memory.trim()  # their learners' arrays: back to the OS, not kept by malloc
 
     def _share(self) -> int:
         """This worker's fair share of the active models (held anywhere, or wanted)."""

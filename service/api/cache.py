@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from service import memory
 from service.api.backend import Backend
 from service.errors import ModelNotFound, StoreUnavailable
 from service.learning.features import Featurizer
@@ -316,8 +317,12 @@ class ModelCache:
         """Periodic safety net: a sweep while listening, else a full check of every cached
         head. While Redis is down a round stops at the first failure (the outage is logged
         once, not per model) and, with nothing cached, a PING tells when it is back."""
+        evictions = self.evictions
         while not self.stopping.is_set():
             await self._pause(self.check_s)
+            if self.evictions != evictions:  # the evicted weights: back to the OS
+                evictions = self.evictions
+                memory.trim()
             try:
                 if not self.entries and self.outage.down:
                     if await self.backend.ping():
