@@ -76,6 +76,14 @@ class Settings(BaseSettings):
     keep_versions: int = 20
     history_every: int = 1_000
     heartbeat_ms: int = 1_000
+    worker_memory_bytes: int = Field(
+        default=2 << 30,
+        ge=0,
+        description="Bound on the learner arrays a worker holds (their bytes; the spam "
+        "preset: 24 MiB a model). At the bound it takes no more models, and lets models "
+        "with nothing in hand go (least recently active first) when others wait; those "
+        "are taken again with their next entries. 0 = no bound.",
+    )
     idle_release_s: float = Field(
         default=30.0,
         gt=0,

@@ -133,6 +133,8 @@ class Held:
     axes: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
     quality: QualityTracker | None = None  # binary models: progressive AUC and log loss
     last_active: float = field(default_factory=time.monotonic)  # last read that had entries
+    nbytes: int = 0  # the learner's arrays (what worker_memory_bytes bounds)
+    drained: bool = False  # the last read found nothing after our position
 
     @property
     def model(self) -> str:
@@ -195,6 +197,7 @@ class Worker:
             "commit_seconds": 0.0,
             "takeovers": 0,
             "released_idle": 0,
+            "released_full": 0,
         }
 
     def stop(self) -> None:
@@ -226,6 +229,8 @@ class Worker:
                     elif self._resync or self._wanted:
                         await self._find_work()
                     read = await self._reader.next({m: h.position for m, h in self.held.items()})
+                    for m, h in self.held.items():
+                        h.drained = m not in read
                     for m, entries in read.items():
                         if m in self.held:
                             self._apply(self.held[m], entries)
@@ -437,6 +442,30 @@ class Worker:
         if idle:
             memory.trim()  # their learners' arrays: back to the OS, not kept by malloc
 
+    async def _make_room(self) -> bool:
+        """Under ``worker_memory_bytes``, whether one more model may be taken, letting
+        drained models with nothing in hand go first (least recently active first; one that
+        got entries since announces them and is taken again in turn). Always room for one
+        model."""
+        bound = self.settings.worker_memory_bytes
+        if not bound or not self.held:
+            return True
+        per_model = max(h.nbytes for h in self.held.values())
+        quiet = sorted(
+            (h for h in self.held.values() if h.drained and not h.entries and not h.dirty),
+            key=lambda h: h.last_active,
+        )
+        freed = False
+        while sum(h.nbytes for h in self.held.values()) + per_model > bound:
+            if not quiet:
+                break
+            await self._give_up(quiet.pop(0), flush=False)
+            self.stats["released_full"] += 1
+            freed = True
+        if freed:
+            memory.trim()
+        return sum(h.nbytes for h in self.held.values()) + per_model <= bound
+
     def _share(self) -> int:
         """This worker's fair share of the active models (held anywhere, or wanted)."""
         active = len(self._others | self.held.keys() | self._wanted.keys())
@@ -463,6 +492,8 @@ class Worker:
                 continue
             if len(self.held) >= self._share() and now - since < patience:
                 continue
+            if not await self._make_room():
+                break  # at the memory bound with every held model busy: later
             del self._wanted[m]
             lease = await self.store.acquire(m, self.worker_id)
             if lease is not None:
@@ -483,7 +514,7 @@ class Worker:
             if owner in alive or (owner is None and not await self.store.with_entries([m])):
                 self._orphans.discard(m)
                 continue
-            if owner is None or owner != self.worker_id:
+            if (owner is None or owner != self.worker_id) and await self._make_room():
                 lease = await self.store.acquire(m, self.worker_id)
                 if lease is not None:
                     self._orphans.discard(m)
@@ -553,6 +584,7 @@ class Worker:
             chain=list(committed.chain),
             axes=axes_of(learner),
             quality=quality,
+            nbytes=sum(int(v.nbytes) for v in state_view(learner).values() if hasattr(v, "nbytes")),
         )
         self.stats["takeovers"] += 1
         log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)

@@ -180,3 +180,49 @@ async def test_entries_appended_under_a_lease_are_announced_when_it_is_released(
     finally:
         await pubsub.aclose()
         await store.close()
+
+
+async def test_at_the_memory_bound_models_take_turns(settings: Settings) -> None:
+    """worker_memory_bytes with room for one model: the worker holds one at a time, lets a
+    drained one go when others wait, and every model still learns each entry once."""
+    s = settings.model_copy(update={"worker_memory_bytes": 1, "heartbeat_ms": 50})
+    store = Store.open(s)
+    worker = Worker(s, store, worker_id="w")
+    most = 0
+
+    async def watch() -> None:
+        nonlocal most
+        while True:
+            most = max(most, len(worker.held))
+            await asyncio.sleep(0.005)
+
+    sp = spec("pa1", C=0.5)
+    streams = {f"m{i}": batches(1500, 40 + i) for i in range(3)}
+    watcher = asyncio.create_task(watch())
+    try:
+        for m, stream in streams.items():
+            await store.create_model(m, sp)
+            await append_all(store, m, stream[:3])
+        task = asyncio.create_task(worker.run())
+        for m, stream in streams.items():
+            await append_all(store, m, stream[3:])
+
+        async def learned() -> bool:
+            for m, stream in streams.items():
+                got = await store.metrics(m)
+                if got.lag or got.applied != sum(b.n for b in stream):
+                    return False
+            return True
+
+        await until(learned, 60)
+        worker.stop()
+        await asyncio.wait_for(task, 10)
+        assert most == 1 and worker.stats["released_full"] >= 2
+        for m, stream in streams.items():
+            committed = await store.load_state(m)
+            assert committed.state is not None
+            assert_same(committed.state, reference(sp, stream).get_state(), m)
+    finally:
+        watcher.cancel()
+        worker.stop()
+        await store.close()
