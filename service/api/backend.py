@@ -22,6 +22,7 @@ from service.settings import Settings
 from service.store import AppendResult, Store
 from service.store import feedback as kept
 from service.store.channels import model_messages
+from service.store.models import Metrics
 
 Appended = tuple[int, str | None]
 """What an append did for one request: rows dropped as duplicates (an id already seen within
@@ -309,6 +310,11 @@ class Backend:
     # --- monitoring --------------------------------------------------------------------------
     async def metrics(self, m: str) -> dict[str, Any]:
         return self._metrics_row((await self.store.metrics(m)).as_dict())
+
+    async def metrics_table(self, names: Sequence[str]) -> dict[str, Metrics]:
+        """The store's metrics of every listed model that exists, as they are (``GET
+        /metrics`` renders them directly: no per-model dicts)."""
+        return await self.store.metrics_many(list(names))
 
     async def metrics_many(self, names: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         """Every listed model's metrics, read in pipelined batches (deleted ones left out)."""

@@ -138,8 +138,16 @@ class ModelCache:
             ("models", "gauge", "Models held in this API process's memory", len(self.entries)),
             ("bytes", "gauge", "Estimated bytes of the served weights held", self.bytes),
             ("max_bytes", "gauge", "The bound on those bytes (0: none)", self.max_bytes),
+            (
+                "bytes_per_model",
+                "gauge",
+                "Estimated bytes of weights per served model (bytes / models)",
+                self.bytes // len(self.entries) if self.entries else 0,
+            ),
             ("loads_total", "counter", "Versions loaded into memory", self.loads),
             ("evictions_total", "counter", "Models evicted by the memory bound", self.evictions),
+            ("full_checks_total", "counter", "Re-reads of every cached head", self.full_checks),
+            ("sweeps_total", "counter", "Periodic re-reads of a few cached heads", self.sweeps),
         )
         out = []
         for name, kind, text, value in rows:

@@ -15,7 +15,7 @@ formatted as the client formats them (``floatToGoString``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, generate_latest
@@ -43,20 +43,33 @@ def _number(value: Any) -> str:
     return str(floatToGoString(value))
 
 
-def model_exposition(rows: Iterable[tuple[str, Mapping[str, Any]]]) -> bytes:
-    """The per-model gauges of ``rows`` (``(model, metrics row)``, the model names safe in a
-    label: ``keys.validate_model_name`` allows no quote or backslash) in the text format: one
-    family per gauge, one sample per model that has the value."""
-    rows = list(rows)
+def model_exposition(rows: Mapping[str, Any]) -> bytes:
+    """The per-model gauges of ``rows`` (model → ``store.Metrics``; model names are safe in
+    a label: ``keys.validate_model_name`` allows no quote or backslash) in the text format:
+    one family per gauge, one sample per model that has the value (a version 0 before the
+    first; quality figures only where defined). One pass over the models."""
+    names = (*MODEL_GAUGES, *QUALITY_GAUGES)
+    lines: dict[str, list[str]] = {name: [] for name in names}
+    seen, mistakes, updates = lines["examples_seen"], lines["mistakes"], lines["updates"]
+    lag, version = lines["lag"], lines["version"]
+    for model, row in rows.items():
+        label = f'{{model="{model}"}} '
+        seen.append(f"streamlearn_model_examples_seen{label}{_number(row.examples_seen)}\n")
+        mistakes.append(f"streamlearn_model_mistakes{label}{_number(row.mistakes)}\n")
+        updates.append(f"streamlearn_model_updates{label}{_number(row.updates)}\n")
+        lag.append(f"streamlearn_model_lag{label}{_number(row.lag)}\n")
+        version.append(f"streamlearn_model_version{label}{_number(row.version or 0)}\n")
+        quality = row.quality
+        if quality:
+            for name in QUALITY_GAUGES:
+                value = quality.get(name)
+                if value is not None:
+                    lines[name].append(f"streamlearn_model_{name}{label}{_number(value)}\n")
     out: list[str] = []
-    for name in (*MODEL_GAUGES, *QUALITY_GAUGES):
+    for name in names:
         full = f"streamlearn_model_{name}"
         out.append(f"# HELP {full} {_HELP[name]}\n# TYPE {full} gauge\n")
-        quality = name in QUALITY_GAUGES
-        for model, row in rows:
-            value = (row.get("quality") or {}).get(name) if quality else row.get(name)
-            if value is not None:
-                out.append(f'{full}{{model="{model}"}} {_number(value)}\n')
+        out += lines[name]
     return "".join(out).encode()
 
 

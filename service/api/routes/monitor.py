@@ -109,7 +109,7 @@ async def prometheus(state: StateDep, backend: BackendDep) -> Response:
     names = await backend.list_models()
     # one script call per 1,000 models, one at a time (one call per model would drain the
     # pool); the gauges are written as text, not through prometheus_client (see prom.py)
-    models = model_exposition(await backend.metrics_many(sorted(names)))
+    models = model_exposition(await backend.metrics_table(sorted(names)))
     cache = state.cache.exposition() if state.cache is not None else b""
     return Response(
         state.metrics.exposition() + models + cache,
