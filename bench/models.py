@@ -6,8 +6,8 @@ worker``), then grows the number of models through ``--counts`` (default 10, 100
 5,000; the models of one step stay for the next). At each step the new models are created
 with the spam preset (``{"preset": "spam"}``), fed ``--examples`` short synthetic messages
 each (``bench/textgen.py``) in one request, learned by the worker (each publishes a version),
-and served once by the API (one prediction: the API loads the model's head, up to its
-``model_cache_bytes`` bound). Then everything is left idle for ``--settle`` seconds (longer
+and up to ``--serve`` of them served once by the API (one prediction: the API loads the
+model's head, up to its ``model_cache_bytes`` bound). Then everything is left idle for ``--settle`` seconds (longer
 than the worker's ``idle_release_s``, set to ``--idle-release``, so it has let every model
 go) and measured:
 
@@ -22,6 +22,7 @@ go) and measured:
 
     python3 bench/models.py                             # 10, 100, 1,000, 5,000 models
     python3 bench/models.py --counts 10,100 --window 5  # a quick look
+    python3 bench/models.py --counts 10,100,300 --src /path/to/main   # a baseline tree
 
 The machine is shared: CPU % and latencies are noisy (the load average is printed).
 """
@@ -185,9 +186,10 @@ async def run(args: argparse.Namespace) -> list[Row]:
     logdir = Path(tempfile.mkdtemp(prefix="sl-models-"))
     rows: list[Row] = []
     with RedisServer(extra_args=["--appendonly", "no"]) as server:
+        src = Path(args.src).resolve() if args.src else ROOT
         env = {
             **os.environ,
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(src),
             "STREAMLEARN_REDIS_URL": server.url,
             "STREAMLEARN_KEY_PREFIX": prefix,
             "STREAMLEARN_IDLE_RELEASE_S": str(args.idle_release),
@@ -199,14 +201,14 @@ async def run(args: argparse.Namespace) -> list[Row]:
         api = subprocess.Popen(
             [py, "-m", "service.cli", "api", "--port", str(port), "--log-level", "warning"],
             env=env,
-            cwd=ROOT,
+            cwd=src,
             stdout=api_log,
             stderr=api_log,
         )
         worker = subprocess.Popen(
             [py, "-m", "service.cli", "worker", "--log-level", "WARNING"],
             env=env,
-            cwd=ROOT,
+            cwd=src,
             stdout=worker_log,
             stderr=worker_log,
         )
@@ -231,7 +233,7 @@ async def run(args: argparse.Namespace) -> list[Row]:
                 names = [f"m{i:05d}" for i in range(have, n)]
                 await add_models(port, names, args.examples, n, args.conns)
                 await wait_learned(r, prefix, names, args.timeout)
-                await serve(port, names, args.conns)
+                await serve(port, names[: args.serve], args.conns)
                 setup = time.monotonic() - started
                 have = n
                 await asyncio.sleep(args.settle)
@@ -305,6 +307,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-release", type=float, default=5.0, help="the worker's idle_release_s")
     p.add_argument("--metrics-reps", type=int, default=7)
     p.add_argument("--conns", type=int, default=8, help="concurrent requests while setting up")
+    p.add_argument(
+        "--src",
+        help="run the API and the worker from this source tree (a baseline checkout); "
+        "the measurement is this script's either way",
+    )
+    p.add_argument(
+        "--serve",
+        type=int,
+        default=200,
+        help="new models served (predicted once) per step: the API's cache holds ~128 "
+        "spam-preset models (model_cache_bytes 1 GiB), so serving more only costs time",
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="longest wait for learning")
     args = p.parse_args(argv)
     if args.settle <= args.idle_release:

@@ -36,10 +36,14 @@ _HELP = {
 
 
 def _number(value: Any) -> str:
-    """``value`` as the Prometheus client writes a sample (Go's float format); counters
-    under a million (most of them) without the general path."""
-    if type(value) is int and 0 <= value < 1_000_000:
+    """``value`` as the Prometheus client writes a sample (Go's float format, its
+    ``floatToGoString``); the common cases without its general path: counters under a
+    million (``7.0``) and floats under a million in magnitude (``repr``)."""
+    kind = type(value)
+    if kind is int and 0 <= value < 1_000_000:
         return f"{value}.0"
+    if kind is float and -1e6 < value < 1e6:  # NaN and infinities fail the test
+        return repr(value)
     return str(floatToGoString(value))
 
 
@@ -52,19 +56,20 @@ def model_exposition(rows: Mapping[str, Any]) -> bytes:
     lines: dict[str, list[str]] = {name: [] for name in names}
     seen, mistakes, updates = lines["examples_seen"], lines["mistakes"], lines["updates"]
     lag, version = lines["lag"], lines["version"]
+    number = _number
     for model, row in rows.items():
         label = f'{{model="{model}"}} '
-        seen.append(f"streamlearn_model_examples_seen{label}{_number(row.examples_seen)}\n")
-        mistakes.append(f"streamlearn_model_mistakes{label}{_number(row.mistakes)}\n")
-        updates.append(f"streamlearn_model_updates{label}{_number(row.updates)}\n")
-        lag.append(f"streamlearn_model_lag{label}{_number(row.lag)}\n")
-        version.append(f"streamlearn_model_version{label}{_number(row.version or 0)}\n")
+        seen.append(f"streamlearn_model_examples_seen{label}{number(row.examples_seen)}\n")
+        mistakes.append(f"streamlearn_model_mistakes{label}{number(row.mistakes)}\n")
+        updates.append(f"streamlearn_model_updates{label}{number(row.updates)}\n")
+        lag.append(f"streamlearn_model_lag{label}{number(row.lag)}\n")
+        version.append(f"streamlearn_model_version{label}{number(row.version or 0)}\n")
         quality = row.quality
         if quality:
             for name in QUALITY_GAUGES:
                 value = quality.get(name)
                 if value is not None:
-                    lines[name].append(f"streamlearn_model_{name}{label}{_number(value)}\n")
+                    lines[name].append(f"streamlearn_model_{name}{label}{number(value)}\n")
     out: list[str] = []
     for name in names:
         full = f"streamlearn_model_{name}"
