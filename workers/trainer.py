@@ -485,7 +485,7 @@ class Worker:
             except StoreUnavailable:
                 self._resync = True
                 raise
-        patience = max(2 * self.settings.heartbeat_ms / 1000, 1.0)
+        patience = 2 * self.settings.heartbeat_ms / 1000
         for m, since in sorted(self._wanted.items(), key=lambda kv: kv[1]):
             if m in self.held or self._skip_until.get(m, 0.0) > now:
                 del self._wanted[m]
