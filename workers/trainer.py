@@ -38,6 +38,7 @@ import contextlib
 import logging
 import math
 import os
+import random
 import socket
 import time
 import uuid
@@ -479,14 +480,16 @@ class Worker:
         if self._resync:
             self._resync = False
             try:
-                for m in await self.store.with_entries(await self._model_list(refresh=True)):
+                found = await self.store.with_entries(await self._model_list(refresh=True))
+                random.shuffle(found)  # workers starting together do not all go for the same
+                for m in found:
                     if m not in self.held:
                         self._wanted.setdefault(m, now)
             except StoreUnavailable:
                 self._resync = True
                 raise
         patience = 2 * self.settings.heartbeat_ms / 1000
-        for m, since in sorted(self._wanted.items(), key=lambda kv: kv[1]):
+        for m, since in sorted(self._wanted.items(), key=lambda kv: kv[1]):  # stable: FIFO
             if m in self.held or self._skip_until.get(m, 0.0) > now:
                 del self._wanted[m]
                 continue
