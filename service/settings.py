@@ -79,6 +79,21 @@ class Settings(BaseSettings):
     keep_versions: int = 20
     history_every: int = 1_000
     heartbeat_ms: int = 1_000
+    worker_memory_bytes: int = Field(
+        default=2 << 30,
+        ge=0,
+        description="Bound on the learner arrays a worker holds (their bytes; the spam "
+        "preset: 24 MiB a model). At the bound it takes no more models, and lets models "
+        "with nothing in hand go (least recently active first) when others wait; those "
+        "are taken again with their next entries. 0 = no bound.",
+    )
+    idle_release_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A worker releases the lease of a model that has had no entry for this "
+        "long (and frees its learner); the next entry wakes a worker through the model's "
+        "work channel. Idle models cost no worker memory and no Redis command.",
+    )
 
     # --- API -------------------------------------------------------------------------------
     host: str = "127.0.0.1"

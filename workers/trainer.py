@@ -3,13 +3,22 @@
 One :class:`Worker` serves every model whose lease it holds. :meth:`Worker.run` is one
 ``while`` loop (rq's ``work`` is the model):
 
-1. every ``heartbeat_ms``: renew the leases, drop the lost ones, take free leases up to a
-   fair share (``ceil(models / alive workers)``), give up extras, write the heartbeat;
-2. read the entries after each held model's position (one blocking XREAD of about 4,000
+1. every ``heartbeat_ms``: renew the leases, drop the lost ones, give up models over a fair
+   share of the *active* models (``ceil(active / alive workers)``), release the models idle
+   for ``idle_release_s``, write the heartbeat;
+2. take the leases of models that have work and no holder, up to that share: a worker holds
+   only active models (idle ones cost it no memory and no Redis command). It learns of them
+   from the models' work channel — the append script announces an append to a model
+   nobody holds, and a worker that lets a model go with entries left announces it too —
+   and, since pub/sub loses what is sent while the subscription is down, from one pipelined
+   ``XLEN`` of every model after each (re)subscription, plus a sweep of
+   :data:`SWEEP_MODELS` models per heartbeat as a last resort. The models of a worker whose
+   heartbeat stopped (it crashed holding them) are taken once their leases expire;
+3. read the entries after each held model's position (one blocking XREAD of about 4,000
    examples per model, see ``reader.py``);
-3. decode, check and learn each entry through the compiled batch path; an entry that cannot
+4. decode, check and learn each entry through the compiled batch path; an entry that cannot
    be decoded or checked becomes a dead letter (acknowledged with the next commit);
-4. commit every ``commit_ms`` / ``commit_examples``, and publish a version (in the same
+5. commit every ``commit_ms`` / ``commit_examples``, and publish a version (in the same
    atomic step) every ``publish_ms`` / ``publish_examples`` — and at once when a read finds
    nothing new (the streams are drained), so the last entry of a burst is served promptly.
    A commit writes only the feature rows learned since the last one (a delta blob on the
@@ -38,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from service import memory
 from service.errors import (
     CommitConflict,
     DecodeError,
@@ -51,6 +61,7 @@ from service.outage import Outage
 from service.settings import Settings
 from service.store import DeadLetter, Lease, Quality, StateBlob, Store, StreamEntry
 from service.store.base import parse_id
+from service.store.channels import model_messages
 from service.store.codec import column_of, decode_batch, encode_sparse
 from workers.learners import (
     SERVING_LOCAL,
@@ -70,6 +81,8 @@ MAX_CHAIN = 32  # blobs in a chain before a full one starts the next (bounds eve
 # a full blob when the chain's deltas would outweigh its full blob this many times (2: a
 # chain is at most ~3 full states, writes ~1.5x what changed; measured in docs/benchmarks.md)
 DELTA_RATIO = 2.0
+SWEEP_MODELS = 16  # models checked for entries per heartbeat, in turn (the last-resort net)
+MODEL_LIST_S = 60.0  # how long the list of models swept is reused
 
 
 def _plan(chain: list[int], delta: bytes | None, full: Any) -> tuple[StateBlob, list[int]]:
@@ -120,6 +133,9 @@ class Held:
     schain: list[int] = field(default_factory=list)
     axes: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
     quality: QualityTracker | None = None  # binary models: progressive AUC and log loss
+    last_active: float = field(default_factory=time.monotonic)  # last read that had entries
+    nbytes: int = 0  # the learner's arrays (what worker_memory_bytes bounds)
+    drained: bool = False  # the last read found nothing after our position
 
     @property
     def model(self) -> str:
@@ -162,6 +178,16 @@ class Worker:
         self._outage = Outage(log, f"worker {self.worker_id}")
         self._skip_until: dict[str, float] = {}  # models whose spec cannot be built
         self._reader = Reader(store, settings.read_count, settings.block_ms)
+        # models with work that we do not hold: {model: when first heard of}; the ones whose
+        # lease someone else holds (maybe a dead worker) are re-checked every heartbeat
+        self._wanted: dict[str, float] = {}
+        self._orphans: set[str] = set()
+        self._resync = True  # re-read which models have entries (after (re)subscribing)
+        self._others: set[str] = set()  # models the other alive workers hold
+        self._alive = 1  # alive workers, us included
+        self._models: list[str] = []  # every model, for the sweep (reused MODEL_LIST_S)
+        self._models_at = -math.inf
+        self._sweep_at = 0
         self.stats: dict[str, float] = {
             "examples": 0,
             "entries": 0,
@@ -171,6 +197,8 @@ class Worker:
             "refused": 0,
             "commit_seconds": 0.0,
             "takeovers": 0,
+            "released_idle": 0,
+            "released_full": 0,
         }
 
     def stop(self) -> None:
@@ -186,6 +214,7 @@ class Worker:
         """Work until :meth:`stop` (or, with ``burst``, until every model is caught up)."""
         s = self.settings
         log.info("worker %s starting (burst=%s)", self.worker_id, burst)
+        listener = asyncio.create_task(self._listen(), name="sl-work")
         try:
             outage = 0  # consecutive StoreUnavailable errors
             while not self.stopping:
@@ -198,7 +227,11 @@ class Worker:
                     if time.monotonic() >= self._next_maintain:
                         await self._maintain()
                         self._next_maintain = time.monotonic() + s.heartbeat_ms / 1000
+                    elif self._resync or self._wanted:
+                        await self._find_work()
                     read = await self._reader.next({m: h.position for m, h in self.held.items()})
+                    for m, h in self.held.items():
+                        h.drained = m not in read
                     for m, entries in read.items():
                         if m in self.held:
                             self._apply(self.held[m], entries)
@@ -217,8 +250,27 @@ class Worker:
                     outage = min(outage + 1, 10)
                     await self._pause(delay)
         finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
             await self._shutdown()
         log.info("worker %s stopped: %s", self.worker_id, self.stats)
+
+    async def _listen(self) -> None:
+        """Note the models announced on the work channels; after every (re)subscription,
+        have every stream's length read again (what was announced meanwhile is lost)."""
+        channels = self.store.keys.channels("work")
+        while not self.stopping:
+            try:
+                async for m in model_messages(self.store.client, channels, self._stopping):
+                    if m is None:
+                        self._resync = True
+                    elif m not in self.held:
+                        self._wanted.setdefault(m, time.monotonic())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis gone: the loop reports it; subscribe again
+                log.debug("work listener lost: %s", type(exc).__name__)
+            await self._pause(1.0)
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -252,6 +304,7 @@ class Worker:
                 h.dirty = True
                 self.stats["examples"] += batch.n
             h.position = e.id
+            h.last_active = time.monotonic()
             h.entries += 1
             self.stats["entries"] += 1
 
@@ -325,6 +378,7 @@ class Worker:
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1
             self.held.pop(h.model, None)
+            self._orphans.add(h.model)  # free again after a rollback: take it back then
             await self._say_dropped(h, f"commit refused ({e})")
             return
         now = time.monotonic()
@@ -345,33 +399,148 @@ class Worker:
 
     # --- leases --------------------------------------------------------------------------
     async def _maintain(self) -> None:
-        """Renew leases, keep a fair share of the models, write the heartbeat."""
+        """Renew leases, keep a fair share of the active models, release idle ones, look
+        for work, write the heartbeat. Costs O(held models), not O(models)."""
+        s = self.settings
         held = list(self.held.values())
         for h, ok in zip(held, await self.store.renew([h.lease for h in held]), strict=True):
             if not ok:
                 self.held.pop(h.model, None)
+                self._orphans.add(h.model)  # deleted, rolled back (free) or taken
                 await self._say_dropped(h, "lease lost")
-        models = await self.store.list_models()
-        alive = {w.worker_id for w in await self.store.workers()} | {self.worker_id}
-        share = math.ceil(len(models) / len(alive)) if models else 0
-        for m in [m for m in self.held if m not in models]:
-            await self._give_up(self.held[m], flush=False)  # deleted
+        # alive workers and what they hold; a worker silent for 5 beats is dead: its
+        # models are taken once their leases expire (the entry is removed after a minute)
+        now_ms, beat = int(time.time() * 1000), 5 * s.heartbeat_ms
+        infos = [w for w in await self.store.workers(60_000) if w.worker_id != self.worker_id]
+        alive = [w for w in infos if now_ms - w.ts <= beat]
+        self._alive = 1 + len(alive)
+        self._others = {m for w in alive for m in w.models}
+        for w in infos:
+            if now_ms - w.ts > beat:
+                self._orphans.update(m for m in w.models if m not in self.held)
+        share = self._share()
         while len(self.held) > share:
             await self._give_up(self.held[max(self.held)], flush=True)
-        free = [m for m in models if m not in self.held]
-        random.shuffle(free)
-        now = time.monotonic()
-        for m in free:
-            if len(self.held) >= share:
-                break
-            if self._skip_until.get(m, 0.0) > now:
-                continue
-            lease = await self.store.acquire(m, self.worker_id)
-            if lease is not None:
-                await self._take(lease)
+        await self._release_idle()
+        await self._check_orphans({w.worker_id for w in alive})
+        await self._sweep()
+        await self._find_work()
         await self.store.heartbeat(
             self.worker_id, list(self.held), pid=os.getpid(), host=socket.gethostname()
         )
+
+    async def _release_idle(self) -> None:
+        """Release the models with no entry for ``idle_release_s`` and free their memory."""
+        now, wait = time.monotonic(), self.settings.idle_release_s
+        idle = [
+            m
+            for m, h in self.held.items()
+            if not h.entries and not h.dirty and now - h.last_active >= wait
+        ]
+        for m in idle:
+            await self._give_up(self.held[m], flush=False)
+            self.stats["released_idle"] += 1
+        if idle:
+            memory.trim()  # their learners' arrays: back to the OS, not kept by malloc
+
+    async def _make_room(self) -> bool:
+        """Under ``worker_memory_bytes``, whether one more model may be taken, letting
+        drained models with nothing in hand go first (least recently active first; one that
+        got entries since announces them and is taken again in turn). Always room for one
+        model."""
+        bound = self.settings.worker_memory_bytes
+        if not bound or not self.held:
+            return True
+        per_model = max(h.nbytes for h in self.held.values())
+        quiet = sorted(
+            (h for h in self.held.values() if h.drained and not h.entries and not h.dirty),
+            key=lambda h: h.last_active,
+        )
+        freed = False
+        while sum(h.nbytes for h in self.held.values()) + per_model > bound:
+            if not quiet:
+                break
+            await self._give_up(quiet.pop(0), flush=False)
+            self.stats["released_full"] += 1
+            freed = True
+        if freed:
+            memory.trim()
+        return sum(h.nbytes for h in self.held.values()) + per_model <= bound
+
+    def _share(self) -> int:
+        """This worker's fair share of the active models (held anywhere, or wanted)."""
+        active = len(self._others | self.held.keys() | self._wanted.keys())
+        return math.ceil(active / self._alive) if active else 0
+
+    async def _find_work(self) -> None:
+        """After a (re)subscription: every model with entries is wanted. Then take the
+        wanted models, oldest first, up to the share — or any that waited two heartbeats
+        for a less busy worker."""
+        now = time.monotonic()
+        if self._resync:
+            self._resync = False
+            try:
+                found = await self.store.with_entries(await self._model_list(refresh=True))
+                random.shuffle(found)  # workers starting together do not all go for the same
+                for m in found:
+                    if m not in self.held:
+                        self._wanted.setdefault(m, now)
+            except StoreUnavailable:
+                self._resync = True
+                raise
+        patience = 2 * self.settings.heartbeat_ms / 1000
+        for m, since in sorted(self._wanted.items(), key=lambda kv: kv[1]):  # stable: FIFO
+            if m in self.held or self._skip_until.get(m, 0.0) > now:
+                del self._wanted[m]
+                continue
+            if len(self.held) >= self._share() and now - since < patience:
+                continue
+            if not await self._make_room():
+                break  # at the memory bound with every held model busy: later
+            del self._wanted[m]
+            lease = await self.store.acquire(m, self.worker_id)
+            if lease is not None:
+                await self._take(lease)
+            else:  # someone holds it (or it is gone): see at the next heartbeat
+                self._orphans.add(m)
+
+    async def _check_orphans(self, alive: set[str]) -> None:
+        """Models with work whose lease another holds: forget the ones an alive worker
+        holds or that have nothing to learn; take the others as soon as their lease is free
+        (a dead worker's lease expires)."""
+        for m in list(self._orphans):
+            if m in self.held:
+                self._orphans.discard(m)
+                continue
+            holder = await self.store.lease_holder(m)
+            owner = holder.rsplit(":", 1)[0] if holder else None
+            if owner in alive or (owner is None and not await self.store.with_entries([m])):
+                self._orphans.discard(m)
+                continue
+            if (owner is None or owner != self.worker_id) and await self._make_room():
+                lease = await self.store.acquire(m, self.worker_id)
+                if lease is not None:
+                    self._orphans.discard(m)
+                    await self._take(lease)
+
+    async def _model_list(self, refresh: bool = False) -> list[str]:
+        if refresh or time.monotonic() - self._models_at > MODEL_LIST_S:
+            self._models = await self.store.list_models()
+            self._models_at = time.monotonic()
+        return self._models
+
+    async def _sweep(self) -> None:
+        """The last-resort net: :data:`SWEEP_MODELS` models per heartbeat, in turn, checked
+        for entries (a work message lost on a live subscription, e.g. a Cluster failover)."""
+        models = await self._model_list()
+        if not models:
+            return
+        start = self._sweep_at % len(models)
+        part = (models[start:] + models[:start])[:SWEEP_MODELS]
+        self._sweep_at = start + len(part)
+        now = time.monotonic()
+        for m in await self.store.with_entries([m for m in part if m not in self.held]):
+            self._wanted.setdefault(m, now)
 
     async def _say_dropped(self, h: Held, why: str) -> None:
         """Log why a model's state was dropped: a rollback by an admin is routine (info);
@@ -418,15 +587,21 @@ class Worker:
             chain=list(committed.chain),
             axes=axes_of(learner),
             quality=quality,
+            nbytes=sum(int(v.nbytes) for v in state_view(learner).values() if hasattr(v, "nbytes")),
         )
         self.stats["takeovers"] += 1
         log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)
 
     async def _give_up(self, h: Held, flush: bool) -> None:
+        """Release ``h`` (after committing what is in hand, with ``flush``). Entries
+        appended while we held it announced nothing (the lease was there): if some are left,
+        announce them now, for whichever worker takes the model next."""
         if flush and (h.entries or h.dirty):
             await self._commit(h, publish=h.dirty)
         self.held.pop(h.model, None)
         await self.store.release(h.lease)
+        if await self.store.with_entries([h.model]):
+            await self.store.notify_work(h.model)
 
     async def _caught_up(self) -> bool:
         """Whether every model's committed cursor has reached the end of its stream."""

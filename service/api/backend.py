@@ -20,6 +20,7 @@ from service.learning.linear import LinearModel
 from service.learning.spec import ModelSpec
 from service.settings import Settings
 from service.store import AppendResult, Store
+from service.store.models import Metrics
 
 Appended = tuple[int, str | None]
 """What an append did for one request: rows dropped as duplicates (an id already seen within
@@ -304,6 +305,11 @@ class Backend:
     async def metrics(self, m: str) -> dict[str, Any]:
         return self._metrics_row((await self.store.metrics(m)).as_dict())
 
+    async def metrics_table(self, names: Sequence[str]) -> dict[str, Metrics]:
+        """The store's metrics of every listed model that exists, as they are (``GET
+        /metrics`` renders them directly: no per-model dicts)."""
+        return await self.store.metrics_many(list(names))
+
     async def metrics_many(self, names: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         """Every listed model's metrics, read in pipelined batches (deleted ones left out)."""
         rows = await self.store.metrics_many(list(names))
@@ -354,8 +360,9 @@ class Backend:
         return len(await self.store.workers())
 
     # --- events ------------------------------------------------------------------------------
-    def events(self, stop: asyncio.Event) -> AsyncIterator[str]:
-        """Model names as their events channel announces a change (one subscription)."""
+    def events(self, stop: asyncio.Event) -> AsyncIterator[str | None]:
+        """Model names as their events channel announces a change (one subscription), and
+        ``None`` each time the subscription starts or restarts (``service.store.channels``)."""
         return self.store.events(stop)
 
     async def close(self) -> None:

@@ -5,9 +5,19 @@ version's :class:`LinearModel`. A version's weights are loaded once per process.
 keep the cache fresh:
 
 - one background task per process listens to every model's events channel and reloads a
-  model as soon as a new head is announced (freshness in milliseconds);
-- a periodic check (``settings.cache_check_s``) compares each cached model's head with the
-  store, in case a message was missed (pub/sub is fire-and-forget) or the model was deleted.
+  model as soon as a new head is announced, or drops it when it is deleted (freshness in
+  milliseconds);
+- every ``settings.cache_check_s`` a check compares cached heads with the store, in case a
+  message was missed (pub/sub is fire-and-forget).
+
+Idle cost does not grow with the number of cached models. Pub/sub loses messages only while
+the subscription is down, so every (re)subscription — including the ones redis-py makes
+silently inside ``get_message`` — is followed by one *full* check of every cached head
+(pipelined, ~2 commands per model, once); after it, while the subscription holds, the
+periodic check only *sweeps* :data:`SWEEP` cached models per period, in turn (a last-resort
+net for a message lost on a live subscription, e.g. across a Cluster failover: every model is
+re-read within ``models / SWEEP`` periods). Without a live, synced subscription (the listener
+failed or was stopped) each period is a full check, as before.
 
 A model with no version yet is served from zero weights as version 0.
 
@@ -31,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from service import memory
 from service.api.backend import Backend
 from service.errors import ModelNotFound, StoreUnavailable
 from service.learning.features import Featurizer
@@ -39,6 +50,8 @@ from service.learning.spec import ModelSpec
 from service.outage import Outage
 
 log = logging.getLogger("streamlearn.api")
+
+SWEEP = 16  # cached models re-read per check period while the subscription holds
 
 
 @dataclass(slots=True)
@@ -87,6 +100,20 @@ class ModelCache:
         self.evictions = 0
         self.stopping = asyncio.Event()
         self._announced: dict[str, asyncio.Event] = {}
+        # the events subscription: its generation (bumped by every (re)subscription), whether
+        # it is up now, and the generation a full check completed under (see listening)
+        self._generation = 0
+        self._live = False
+        self._synced = -1
+        self._sweep_at = 0
+        self.full_checks = 0  # tests and metrics read them
+        self.sweeps = 0
+
+    @property
+    def listening(self) -> bool:
+        """Whether every change since the last full check is announced to us: the
+        subscription is up and has not restarted since that check began."""
+        return self._live and self._synced == self._generation
 
     async def get(self, m: str) -> Served:
         """The served state of ``m``; loads it (once) on first use."""
@@ -111,8 +138,16 @@ class ModelCache:
             ("models", "gauge", "Models held in this API process's memory", len(self.entries)),
             ("bytes", "gauge", "Estimated bytes of the served weights held", self.bytes),
             ("max_bytes", "gauge", "The bound on those bytes (0: none)", self.max_bytes),
+            (
+                "bytes_per_model",
+                "gauge",
+                "Estimated bytes of weights per served model (bytes / models)",
+                self.bytes // len(self.entries) if self.entries else 0,
+            ),
             ("loads_total", "counter", "Versions loaded into memory", self.loads),
             ("evictions_total", "counter", "Models evicted by the memory bound", self.evictions),
+            ("full_checks_total", "counter", "Re-reads of every cached head", self.full_checks),
+            ("sweeps_total", "counter", "Periodic re-reads of a few cached heads", self.sweeps),
         )
         out = []
         for name, kind, text, value in rows:
@@ -212,10 +247,16 @@ class ModelCache:
 
     # --- background tasks ------------------------------------------------------------------
     async def listen(self) -> None:
-        """Reload models as their events channel announces new versions; reconnect on loss."""
+        """Reload models as their events channel announces new versions; reconnect on loss;
+        a full check after every (re)subscription."""
         while not self.stopping.is_set():
             try:
                 async for m in self.backend.events(self.stopping):
+                    if m is None:  # (re)subscribed: what was announced before may be lost
+                        self._live = True
+                        self._generation += 1
+                        await self._resync()
+                        continue
                     with contextlib.suppress(StoreUnavailable):
                         await self.refresh(m)
                     self._announce(m)
@@ -223,17 +264,32 @@ class ModelCache:
                 raise
             except Exception as exc:  # Redis gone: the periodic check covers us; retry later
                 log.debug("events listener lost: %s", type(exc).__name__)
+            finally:
+                self._live = False
             await self._pause(min(1.0, self.check_s))
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
-    async def _check_all(self) -> None:
-        """Every cached head against the store in pipelined reads (one round trip per 1,000
-        models, not one per model: the idle cost of many cached models); only models whose
-        head moved, or that were deleted, are touched."""
-        names = list(self.entries)
+    async def _full_check(self) -> None:
+        """Every cached head; if the subscription held all along, we are listening after."""
+        generation, live = self._generation, self._live
+        await self._check(list(self.entries))
+        self.full_checks += 1
+        if live and self._live and generation == self._generation:
+            self._synced = generation
+
+    async def _resync(self) -> None:
+        with contextlib.suppress(StoreUnavailable):  # the periodic check retries it
+            await self._full_check()
+
+    async def _check(self, names: list[str]) -> None:
+        """The cached heads of ``names`` against the store in pipelined reads (one round
+        trip per 1,000 models, not one per model); only models whose head moved, or that
+        were deleted, are touched."""
+        if not names:
+            return
         heads = await self.backend.heads(names)
         for m in names:
             entry = self.entries.get(m)
@@ -250,18 +306,40 @@ class ModelCache:
                 except Exception:  # a bug with this model: say so, check the others
                     log.exception("cache check of %s failed", m)
 
+    async def _sweep(self) -> None:
+        """The next :data:`SWEEP` cached models, in turn."""
+        names = list(self.entries)
+        if not names:
+            return
+        if len(names) <= SWEEP:
+            part = names
+        else:
+            start = self._sweep_at % len(names)
+            part = names[start : start + SWEEP]
+            part += names[: SWEEP - len(part)]
+            self._sweep_at = start + SWEEP
+        await self._check(part)
+        self.sweeps += 1
+
     async def check(self) -> None:
-        """Periodic safety net: compare every cached head with the store. While Redis is
-        down a round stops at the first failure (the outage is logged once, not per model)
-        and, with nothing cached, a PING tells when it is back."""
+        """Periodic safety net: a sweep while listening, else a full check of every cached
+        head. While Redis is down a round stops at the first failure (the outage is logged
+        once, not per model) and, with nothing cached, a PING tells when it is back."""
+        evictions = self.evictions
         while not self.stopping.is_set():
             await self._pause(self.check_s)
+            if self.evictions != evictions:  # the evicted weights: back to the OS
+                evictions = self.evictions
+                memory.trim()
             try:
                 if not self.entries and self.outage.down:
                     if await self.backend.ping():
                         self.outage.came_back()
                     continue
-                await self._check_all()
+                if self.listening:
+                    await self._sweep()
+                else:
+                    await self._full_check()
                 self.outage.came_back()
             except StoreUnavailable as exc:
                 self.outage.went_down(exc.message)

@@ -92,6 +92,7 @@ class StoreBase:
         self._get_version = reg(scripts.GET_VERSION)
         self._pin = reg(scripts.PIN)
         self._unpin = reg(scripts.UNPIN)
+        self._metrics = reg(scripts.METRICS)
 
     async def close(self) -> None:
         """Close the client's connections."""

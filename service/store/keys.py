@@ -115,6 +115,15 @@ class Keys:
         """Pub/sub channel announcing version changes of ``m``."""
         return self._m(m, "events")
 
+    def work(self, m: str) -> str:
+        """Pub/sub channel: "``m`` has entries and no lease holder" (the append script, and a
+        worker handing a model over), for the workers, who hold only active models."""
+        return self._m(m, "work")
+
+    def channels(self, suffix: str) -> str:
+        """PSUBSCRIBE pattern of every model's ``suffix`` channel (``events``, ``work``)."""
+        return f"{self.prefix}:{{*}}:{suffix}"
+
     def models(self) -> str:
         """Set of model names (untagged)."""
         return f"{self.prefix}:models"

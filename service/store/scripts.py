@@ -47,23 +47,29 @@ return 1
 """
 
 DELETE_MODEL = """
--- KEYS: epoch, versions, then every other fixed key of the model   ARGV: version base
+-- KEYS: epoch, versions, then every other fixed key of the model
+-- ARGV: version base, events channel
 -- Deletes the versions and the fixed keys; keeps and bumps the epoch so that a token of
--- the deleted incarnation can never match a lease of a re-created one.
+-- the deleted incarnation can never match a lease of a re-created one. Announces it on the
+-- events channel, so API processes drop the model at once (they poll no model's head).
 local vs = redis.call('ZRANGE', KEYS[2], 0, -1)
 for _, v in ipairs(vs) do redis.call('DEL', ARGV[1] .. v) end
 local existed = 0
 for i = 2, #KEYS do existed = existed + redis.call('DEL', KEYS[i]) end
 redis.call('INCR', KEYS[1])
+if existed > 0 and ARGV[2] then redis.call('PUBLISH', ARGV[2], '{"deleted":true}') end
 return existed
 """
 
 APPEND = (
     _NOW
     + """
--- KEYS: examples, appended, state, ids, spec
+-- KEYS: examples, appended, state, ids, spec, lease
 -- ARGV: max_lag, window_ms, n_batches, then per batch: payload, n, n_ids, id_1 .. id_n
 --       ('' = no id)
+-- When something was appended and no worker holds the lease, a message on the model's
+-- work channel (the lease key with 'work' for 'lease') wakes a worker: workers hold only
+-- the models that have work (docs/pipeline.md, "The worker loop").
 -- Appends the batches in order, each whole (one XADD); stops at the first batch it cannot
 -- append and says why, so what landed is always a prefix of the request. Reply: one
 -- {'ok', entry id} per batch appended, then possibly {'dup', positions...} (ids seen within
@@ -114,6 +120,9 @@ for b = 1, tonumber(ARGV[3]) do
   appended = appended + n
   out[#out + 1] = {'ok', eid}
   i = i + 3 + nids
+end
+if #out > 0 and out[1][1] == 'ok' and redis.call('EXISTS', KEYS[6]) == 0 then
+  redis.call('PUBLISH', string.sub(KEYS[6], 1, -6) .. 'work', '1')
 end
 return out
 """
@@ -411,4 +420,23 @@ if #last > 0 then
 end
 if held then return 1 end
 return 0
+"""
+
+METRICS = """
+-- ARGV: key prefix, then model names   (standalone Redis only: the keys are built here, not
+-- declared, so one call reads many models' keys — a Cluster pipelines per model instead)
+-- Reply per model: exists, {examples_seen, mistakes, updates, applied, updated_at,
+-- quality}, head, appended — the reads of Store._queue_metrics in one reply, which the
+-- client sends and parses in one go (2,000 models: packing 8,000 keys and parsing 8,000
+-- replies in Python cost several times the read itself).
+local out = {}
+for i = 2, #ARGV do
+  local base = ARGV[1] .. ':{' .. ARGV[i] .. '}:'
+  out[#out + 1] = redis.call('EXISTS', base .. 'spec')
+  out[#out + 1] = redis.call('HMGET', base .. 'state', 'examples_seen', 'mistakes', 'updates',
+    'applied', 'updated_at', 'quality')
+  out[#out + 1] = redis.call('GET', base .. 'head')
+  out[#out + 1] = redis.call('GET', base .. 'appended')
+end
+return out
 """

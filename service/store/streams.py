@@ -67,7 +67,7 @@ class StreamOps(StoreBase):
         """One APPEND script call over ``items`` (non-empty batches); its per-batch outcomes
         (a prefix of ``ok`` then at most one ``dup``). Lag and unknown model raise."""
         k = self.keys
-        keys = [k.examples(m), k.appended(m), k.state(m), k.idempotency(m), k.spec(m)]
+        keys = [k.examples(m), k.appended(m), k.state(m), k.idempotency(m), k.spec(m), k.lease(m)]
         args: list[Any] = [
             self.settings.max_lag,
             self.settings.idempotency_window_s * 1000,
@@ -207,6 +207,25 @@ class StreamOps(StoreBase):
     async def stream_length(self, m: str) -> int:
         """Entries currently in ``m``'s stream (applied ones are trimmed by commits)."""
         return int(await self.client.xlen(self.keys.examples(m)))
+
+    @guarded
+    async def with_entries(self, names: Sequence[str], chunk: int = 1000) -> list[str]:
+        """The models of ``names`` whose stream holds entries (pipelined ``XLEN``): work not
+        yet committed, since every commit trims its stream up to its cursor."""
+        out: list[str] = []
+        for lo in range(0, len(names), chunk):
+            part = names[lo : lo + chunk]
+            async with self.client.pipeline(transaction=False) as pipe:
+                for m in part:
+                    pipe.xlen(self.keys.examples(m))
+                lengths = await pipe.execute()
+            out += [m for m, n in zip(part, lengths, strict=True) if int(n or 0) > 0]
+        return out
+
+    @guarded
+    async def notify_work(self, m: str) -> None:
+        """Say on ``m``'s work channel that it has entries and no lease holder."""
+        await self.client.publish(self.keys.work(m), b"1")
 
     @guarded
     async def dead_letters(self, m: str, count: int = 100) -> list[dict[str, Any]]:

@@ -208,3 +208,53 @@ async def test_ensemble_members_are_shown_in_the_metrics(
         await c.post("/models/k/examples", json={"examples": [dense(i) for i in range(4)]})
         await learn_all(settings)
         assert (await c.get("/models/k/metrics")).json()["members"] is None
+
+
+async def test_prometheus_with_many_models_matches_the_store(settings: Settings) -> None:
+    """1,200 models (two script calls of 1,000), each with its own counters, lag, head and
+    (for some) quality figures; one deleted: every sample equals the store's own figure,
+    the deleted model is absent, and the text is a valid exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from service.store import Store
+
+    store = Store.open(settings)
+    k = store.keys
+    names = [f"m{i:04d}" for i in range(1200)]
+    try:
+        async with store.client.pipeline(transaction=False) as pipe:
+            for i, m in enumerate(names):
+                pipe.hset(k.spec(m), mapping={"json": orjson.dumps(BINARY_SPEC), "created_at": 1})
+                pipe.sadd(k.models(), m)
+                state: dict[str, Any] = {"examples_seen": 7 * i, "mistakes": i, "updates": 2 * i}
+                state["applied"] = 7 * i
+                if i % 3 == 0:
+                    state["quality"] = orjson.dumps({"auc": i / 1200, "log_loss": 0.5 + i})
+                pipe.hset(k.state(m), mapping=state)
+                pipe.set(k.appended(m), 7 * i + i % 5)
+                if i % 2:
+                    pipe.set(k.head(m), i)
+            await pipe.execute()
+        await store.delete_model("m0007")
+        async with running(settings) as (_, c):
+            text = (await c.get("/metrics")).text
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        got: dict[tuple[str, str], float] = {}
+        for name in ("examples_seen", "mistakes", "updates", "lag", "version", "auc", "log_loss"):
+            for sample in families[f"streamlearn_model_{name}"].samples:
+                got[(name, sample.labels["model"])] = sample.value
+        want = await store.metrics_many([m for m in names if m != "m0007"])
+        assert len(want) == 1199
+        assert ("examples_seen", "m0007") not in got
+        for m, row in want.items():
+            assert got[("examples_seen", m)] == row.examples_seen
+            assert got[("mistakes", m)] == row.mistakes
+            assert got[("updates", m)] == row.updates
+            assert got[("lag", m)] == row.lag
+            assert got[("version", m)] == (row.version or 0)
+            quality = row.quality or {}
+            assert got.get(("auc", m)) == quality.get("auc")
+            assert got.get(("log_loss", m)) == quality.get("log_loss")
+        assert sum(1 for key in got if key[0] == "auc") == 400  # i % 3 == 0, none deleted
+    finally:
+        await store.close()

@@ -166,33 +166,59 @@ async def test_three_workers_with_crashes_give_the_single_worker_result(settings
 
 
 async def test_workers_share_the_models_fairly(settings: Settings) -> None:
+    """Workers hold only models with work, and share them: alone, one takes every active
+    model; a second one gets the models the first gives up over its share as soon as they
+    have work; when one stops, the other takes its models over."""
     s = settings.model_copy(update={"heartbeat_ms": 100})
     admin = Store.open(s)
-    for m in ("a", "b", "c", "d"):
+    models = ("a", "b", "c", "d")
+    for m in models:
         await admin.create_model(m, spec("perceptron"))
+    await admin.create_model("idle", spec("perceptron"))
     stores = [Store.open(s), Store.open(s)]
     workers = [Worker(s, st, worker_id=f"w{i}") for i, st in enumerate(stores)]
+
+    fed = dict.fromkeys(models, 0)
+
+    async def work(seed: int) -> None:
+        for i, m in enumerate(models):
+            stream = batches(100, seed + i)
+            await append_all(admin, m, stream)
+            fed[m] += sum(b.n for b in stream)
+
+    async def until(probe: Any, tries: int = 200) -> None:
+        for _ in range(tries):
+            if probe():
+                return
+            await asyncio.sleep(0.05)
+
     tasks = [asyncio.create_task(workers[0].run())]
     try:
-        await asyncio.sleep(0.3)
-        assert len(workers[0].held) == 4  # alone: takes everything
+        await work(0)
+        await until(lambda: len(workers[0].held) == 4)
+        assert sorted(workers[0].held) == list(models)  # alone: every active model, not idle
         tasks.append(asyncio.create_task(workers[1].run()))
-        for _ in range(100):
+        await until(lambda: len(workers[0].held) == 2)
+        for round_ in range(20):  # the models given up announce their work: the newcomer
+            await work(10 + 10 * round_)  # takes them (a busy machine may need a few rounds)
             if [len(w.held) for w in workers] == [2, 2]:
                 break
-            await asyncio.sleep(0.05)
+            await until(lambda: [len(w.held) for w in workers] == [2, 2], 40)
         assert [len(w.held) for w in workers] == [2, 2]
         assert set(workers[0].held).isdisjoint(workers[1].held)
-        beats = {w.worker_id: w.models for w in await admin.workers()}
-        assert beats == {w.worker_id: sorted(w.held) for w in workers}
-        # one stops: the other picks up everything
-        workers[0].stop()
-        await asyncio.wait_for(tasks[0], 10)
-        for _ in range(100):
-            if len(workers[1].held) == 4:
+        for _ in range(100):  # the heartbeat says so within one beat
+            beats = {w.worker_id: w.models for w in await admin.workers()}
+            if beats == {w.worker_id: sorted(w.held) for w in workers}:
                 break
             await asyncio.sleep(0.05)
-        assert len(workers[1].held) == 4
+        assert beats == {w.worker_id: sorted(w.held) for w in workers}
+        # one stops: the other picks up everything with work
+        workers[0].stop()
+        await asyncio.wait_for(tasks[0], 10)
+        await work(500)
+        await until(lambda: len(workers[1].held) == 4)
+        assert sorted(workers[1].held) == list(models)
+        await wait_caught_up(admin, list(models), fed)
     finally:
         for w in workers:
             w.stop()

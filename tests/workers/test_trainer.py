@@ -255,6 +255,7 @@ async def test_a_drained_stream_is_published_at_once(settings: Settings) -> None
 
 async def test_a_deleted_model_is_dropped(store: Store) -> None:
     await store.create_model("m", spec("perceptron"))
+    await append_all(store, "m", batches(200, 12))
     worker = Worker(store.settings, store)
     await worker._maintain()
     assert "m" in worker.held
@@ -282,6 +283,7 @@ async def test_cancel_ends_the_worker_and_releases(settings: Settings) -> None:
     try:
         await store.create_model("m", spec("perceptron"))
         for i in range(20):
+            await append_all(store, "m", batches(50, i))  # work: the worker takes the lease
             worker = Worker(settings, store, worker_id=f"c{i}")
             task = asyncio.create_task(worker.run())
             await asyncio.sleep(0.03 + (i % 7) * 0.003)

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from service.api.backend import Backend
 from service.api.deps import BackendDep, Read, StateDep
 from service.api.drift import DriftTracker
+from service.api.prom import model_exposition
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
 from service.api.schemas import History, ModelMetrics
@@ -106,9 +107,11 @@ async def model_history(
 async def prometheus(state: StateDep, backend: BackendDep) -> Response:
     """Prometheus exposition: per-model counters, lag, version; request latency histograms."""
     names = await backend.list_models()
-    # pipelined batches, one at a time: one concurrent call per model would drain the pool
-    state.metrics.set_models(await backend.metrics_many(sorted(names)))
+    # one script call per 1,000 models, one at a time (one call per model would drain the
+    # pool); the gauges are written as text, not through prometheus_client (see prom.py)
+    models = model_exposition(await backend.metrics_table(sorted(names)))
     cache = state.cache.exposition() if state.cache is not None else b""
     return Response(
-        state.metrics.exposition() + cache, media_type="text/plain; version=0.0.4; charset=utf-8"
+        state.metrics.exposition() + models + cache,
+        media_type="text/plain; version=0.0.4; charset=utf-8",
     )
