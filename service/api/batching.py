@@ -22,8 +22,10 @@ from service.api.compute import run_cpu
 from service.errors import InvalidExample
 from service.learning.batch import Batch
 from service.learning.features import Featurizer
+from service.learning.jsonpath import featurize_json
 
 SMALL = 64  # requests with at most this many examples are micro-batched
+FAST_BYTES = 16 * 1024  # JSON bodies from this size try the compiled reader first
 
 IngestItem = tuple[Featurizer, list[Any], list[str | None], list[int] | None]
 """featurizer, examples, their ids, the rows to append (None: all; see first_occurrences)"""
@@ -100,6 +102,17 @@ def first_occurrences(ids: list[str | None]) -> list[int] | None:
     return keep if len(keep) < len(ids) else None
 
 
+def read_json(
+    featurizer: Featurizer, raw: bytes, kind: str, *, labels: bool, max_batch: int
+) -> tuple[Batch, list[str | None]] | None:
+    """A big JSON batch parsed and featurized in one compiled pass (the batch and its ids),
+    or None: then the body takes the general path (parse, then featurize), which also
+    accepts or refuses it."""
+    if kind != "json" or len(raw) < FAST_BYTES:
+        return None
+    return featurize_json(featurizer, raw, labels=labels, max_batch=max_batch)
+
+
 def _settle(outcome: Any) -> Any:
     if isinstance(outcome, BaseException):
         raise outcome
@@ -145,6 +158,15 @@ class Batcher:
                 q = self._ingest[m] = Coalescer(flush)
             dropped, entry = await q.submit(item)
         return dropped + repeated, entry
+
+    async def ingest_batch(self, m: str, batch: Batch, ids: list[str | None]) -> Appended:
+        """Append a batch featurized already (:func:`read_json`): ids repeated within it are
+        appended once; one entry."""
+        keep = first_occurrences(ids)
+        if keep is None:
+            return await self.backend.append(m, batch, ids)
+        dropped, entry = await self.backend.append(m, batch.take(keep), [ids[i] for i in keep])
+        return dropped + len(ids) - len(keep), entry
 
     async def _flush_ingest(
         self, m: str, items: list[IngestItem], size: int = 0
@@ -196,6 +218,17 @@ class Batcher:
 
             q = self._predict[m] = Coalescer(flush)
         return await q.submit((served, examples, keep))
+
+    async def predict_batch(
+        self, m: str, served: Served, batch: Batch, keep: bool
+    ) -> list[dict[str, Any]]:
+        """Answers for a batch featurized already (:func:`read_json`), features kept for
+        feedback when ``keep``."""
+        group = uuid.uuid4().hex if keep else None
+        scored = answers(served, batch, group)
+        if group is not None:
+            await self.backend.keep([(m, group, batch, served.feedback_ttl)])
+        return scored
 
     async def _flush_predict(
         self, m: str, items: list[PredictItem], size: int = 0

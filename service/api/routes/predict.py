@@ -11,8 +11,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from service.api.batching import Batcher
+from service.api.batching import Batcher, read_json
 from service.api.cache import ModelCache
+from service.api.compute import run_cpu
 from service.api.deps import CacheDep, Predict, StateDep, hot, hot_parameters
 from service.api.parsing import body_format, parse_examples
 from service.api.responses import FastJSON
@@ -86,7 +87,16 @@ async def post_predict(request: Request) -> FastJSON:
     feedback = feedback_flag(request.query_params.get("feedback"))
     kind = body_format(request.headers.get("content-type"), ctx.format)
     raw = await request.body()
-    parsed = parse_examples(raw, kind, max_batch=ctx.state.settings.max_batch)
+    max_batch = ctx.state.settings.max_batch
+    served = await ctx.cache.get(ctx.m)
+    fast = await run_cpu(
+        len(raw), read_json, served.featurizer, raw, kind, labels=False, max_batch=max_batch
+    )
+    if fast is not None:  # a big JSON batch, parsed and featurized in one compiled pass
+        keep = feedback and served.feedback_ttl > 0
+        out = await ctx.batcher.predict_batch(ctx.m, served, fast[0], keep)
+        return FastJSON({"predictions": out})
+    parsed = parse_examples(raw, kind, max_batch=max_batch)
     out = await predict_examples(ctx.m, parsed.examples, len(raw), ctx.cache, ctx.batcher, feedback)
     if parsed.single:
         return FastJSON(out[0])
