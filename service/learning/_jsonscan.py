@@ -10,13 +10,16 @@ gives up (a non-zero status) and the caller takes the general path (orjson, then
 featurizer), which accepts or refuses the body and says why. So what it accepts is featurized
 to the bit as the general path would.
 
-Number conversion is exact by Clinger's fast path: a decimal ``m · 10^e`` with ``m < 2**53``
-and ``|e| <= 22`` is one correctly rounded IEEE multiplication or division of two exact
-doubles; other numbers (more digits, bigger exponents) are marked *slow* and converted by
-Python's ``float`` (correctly rounded, like orjson), integers of more than 18 digits give up.
+Number conversion is exact: a decimal ``m · 10^e`` with ``m < 2**53`` and ``|e| <= 22`` is one
+correctly rounded IEEE multiplication or division of two exact doubles (Clinger's fast path);
+a longer mantissa (up to 18 digits) over ``10^k``, ``k <= 25``, is divided exactly in integers
+(:func:`_exact_div`); other numbers are marked *slow* and converted by Python's ``float``
+(correctly rounded, like orjson), and integers of more than 18 digits give up.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
@@ -31,6 +34,40 @@ OK = 0
 GIVE_UP = 1
 
 _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
+_POW5 = np.array([5**k for k in range(26)], dtype=np.int64)  # 5**25 < 2**59
+
+
+@njit(cache=True, nogil=True)
+def _exact_div(m: int, k: int, pow5: np.ndarray) -> float:
+    """``m / 10**k`` correctly rounded (to nearest, ties to even), for ``0 < m < 2**60`` and
+    ``1 <= k <= 25``: long division of ``m`` by ``5**k`` to 55 bits or more, rounded with a
+    guard bit and a sticky bit, then scaled by ``2**-k`` (exact)."""
+    p = pow5[k]
+    q = m // p
+    r = m % p
+    shift = 0
+    while q < (1 << 54):
+        q <<= 1
+        r <<= 1
+        shift += 1
+        if r >= p:
+            q |= 1
+            r -= p
+    bits = 0
+    t = q
+    while t > 0:
+        t >>= 1
+        bits += 1
+    extra = bits - 53
+    mant = q >> extra
+    guard = (q >> (extra - 1)) & 1
+    sticky = (q & ((1 << (extra - 1)) - 1)) != 0 or r != 0
+    if guard == 1 and (sticky or (mant & 1) == 1):
+        mant += 1
+        if mant == (1 << 53):
+            mant >>= 1
+            extra += 1
+    return math.ldexp(float(mant), extra - shift - k)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -71,7 +108,9 @@ def _string(s: np.ndarray, i: int, n: int) -> tuple[int, int, bool]:
 
 
 @njit(cache=True, nogil=True)
-def _number(s: np.ndarray, i: int, n: int, pow10: np.ndarray) -> tuple[int, float, int]:
+def _number(
+    s: np.ndarray, i: int, n: int, pow10: np.ndarray, pow5: np.ndarray
+) -> tuple[int, float, int]:
     """A JSON number at ``s[i]``: (index after it, value, kind) with kind 0 exact, 1 slow
     (convert the span in Python), -1 give up (not a JSON number, or an integer of more than
     18 digits)."""
@@ -138,9 +177,14 @@ def _number(s: np.ndarray, i: int, n: int, pow10: np.ndarray) -> tuple[int, floa
         v = float(m)  # exact below 2**53, correctly rounded (to even) above, as float(int)
     else:
         e10 = exp - frac
-        if m >= (1 << 53) or e10 > 22 or e10 < -22:
+        if m < (1 << 53) and -22 <= e10 <= 22:  # Clinger: one exact operation
+            v = float(m) * pow10[e10] if e10 >= 0 else float(m) / pow10[-e10]
+        elif m == 0:
+            v = 0.0
+        elif -25 <= e10 < 0:
+            v = _exact_div(m, -e10, pow5)
+        else:
             return j, 0.0, 1
-        v = float(m) * pow10[e10] if e10 >= 0 else float(m) / pow10[-e10]
     return j, -v if neg else v, 0
 
 
@@ -201,7 +245,7 @@ def _repeats(s: np.ndarray, codes: np.ndarray, names: np.ndarray, lo: int, hi: i
 
 @njit(cache=True, nogil=True)
 def scan(
-    s: np.ndarray, max_name: int, pow10: np.ndarray
+    s: np.ndarray, max_name: int, pow10: np.ndarray, cap_ex: int, cap_f: int
 ) -> tuple[
     int, int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool
 ]:
@@ -212,8 +256,6 @@ def scan(
     value; and whether every example has the same names in the same order. ``status`` is
     :data:`OK` or :data:`GIVE_UP`."""
     n = s.shape[0]
-    cap_ex = n // 8 + 1
-    cap_f = n // 4 + 1
     ex = np.full((cap_ex, EX_COLS), -1, dtype=np.int64)
     codes = np.empty(cap_f, dtype=np.int64)
     vals = np.empty(cap_f, dtype=np.float64)
@@ -296,7 +338,7 @@ def scan(
                             return fail
                         i = _ws(s, i + 1, n)
                         spans[nf, 0] = i
-                        i, v, kind = _number(s, i, n, pow10)
+                        i, v, kind = _number(s, i, n, pow10, _POW5)
                         if kind < 0 or nf >= cap_f:
                             return fail
                         spans[nf, 1] = i
@@ -334,7 +376,7 @@ def scan(
                         return fail
                     lb = i
                 else:
-                    i, v, kind = _number(s, i, n, pow10)
+                    i, v, kind = _number(s, i, n, pow10, _POW5)
                     if kind != 0:
                         return fail
                     lb = i

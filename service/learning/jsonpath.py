@@ -50,8 +50,11 @@ def featurize_json(
         raw.decode("utf-8")  # the reader hashes bytes: they must be valid UTF-8
     except UnicodeDecodeError:
         return None
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    colons = int(np.count_nonzero(buf == 58))  # bounds: a feature has a colon, an example
+    braces = int(np.count_nonzero(buf == 123))  # a brace
     status, n, nnz, ex, codes, vals, kinds, names, spans, one = scan(
-        np.frombuffer(raw, dtype=np.uint8), f.max_name_chars, _POW10
+        buf, f.max_name_chars, _POW10, min(braces, max_batch + 1), colons
     )
     if status != OK or not 0 < n <= max_batch:
         return None

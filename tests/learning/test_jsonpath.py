@@ -131,3 +131,24 @@ def test_one_schema_batches_and_escaped_texts_take_the_shortcut() -> None:
     got = featurize_json(t, orjson.dumps({"examples": texts}), labels=True, max_batch=10)
     assert got is not None
     assert np.array_equal(got[0].indices, t.transform(texts).indices)
+
+
+def test_numbers_convert_as_python_float_does() -> None:
+    """Every number the reader converts itself is the double ``float`` gives (correctly
+    rounded): short and 17- to 18-digit mantissas, tiny and large exponents, ties."""
+    from service.learning._jsonscan import _POW5, _POW10, _number
+
+    rng = random.Random(7)
+    texts = [repr(rng.random() * 10 ** rng.randint(-30, 30)) for _ in range(20000)]
+    texts += [f"{rng.randint(0, 10**18 - 1)}e-{rng.randint(0, 30)}" for _ in range(20000)]
+    texts += [f"0.{rng.randint(0, 10**17):017d}" for _ in range(20000)]
+    texts += ["9007199254740993.0", "0.1e-25", "123456789012345678e-25", "-2.5e-3", "5e-324"]
+    converted = 0
+    for t in texts:
+        raw = np.frombuffer(t.encode(), dtype=np.uint8)
+        end, value, kind = _number(raw, 0, raw.shape[0], _POW10, _POW5)
+        assert end == len(t) and kind >= 0, t
+        if kind == 0:
+            converted += 1
+            assert value == float(t) and str(value) == str(float(t)), t
+    assert converted > 0.75 * len(texts)  # the rest: Python's float, in featurize_json
