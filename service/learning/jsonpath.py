@@ -47,10 +47,6 @@ def featurize_json(
     f = featurizer
     if not f.hashing or f._crosses is not None:
         return None
-    try:
-        raw.decode("utf-8")  # the reader hashes bytes: they must be valid UTF-8
-    except UnicodeDecodeError:
-        return None
     buf = np.frombuffer(raw, dtype=np.uint8)
     colons = int(np.count_nonzero(buf == 58))  # bounds: a feature has a colon, an example
     braces = int(np.count_nonzero(buf == 123))  # a brace
@@ -58,6 +54,10 @@ def featurize_json(
         buf, f.max_name_chars, _POW10, min(braces, max_batch + 1), colons
     )
     if status != OK or not 0 < n <= max_batch:
+        return None
+    try:
+        raw.decode("utf-8")  # the reader hashed bytes: they must be valid UTF-8
+    except UnicodeDecodeError:
         return None
     ex, codes, vals = ex[:n], codes[:nnz], vals[:nnz]
     # values the reader could not convert exactly

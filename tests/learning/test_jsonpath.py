@@ -152,3 +152,19 @@ def test_numbers_convert_as_python_float_does() -> None:
             converted += 1
             assert value == float(t) and str(value) == str(float(t)), t
     assert converted > 0.75 * len(texts)  # the rest: Python's float, in featurize_json
+
+
+def test_bodies_it_does_not_handle_are_left_to_the_general_path() -> None:
+    f = Featurizer(ModelSpec.from_dict({"algorithm": "pa1", "bits": 8, "text": {}}))
+    plain = b'{"examples": [{"features": {"a": 1}, "label": 1}]}'
+    assert featurize_json(f, plain, labels=True, max_batch=10) is not None
+    for raw in (
+        plain.replace(b'"a"', b'"\xff"'),  # not UTF-8: orjson refuses it
+        plain.replace(b'"a": 1', b'"a": 1, "a": 2'),  # a repeated name: JSON keeps the last
+        plain.replace(b'"label": 1', b'"label": 1, "meta": {}'),
+        plain.replace(b'"label": 1', b'"label": true'),
+        plain.replace(b"1}]", b"1},]"),  # a trailing comma
+        b'{"features": {"a": 1}, "label": 1}',  # one example: answered as one
+    ):
+        assert featurize_json(f, raw, labels=True, max_batch=10) is None, raw
+    assert featurize_json(f, plain, labels=True, max_batch=0) is None  # over max_batch
