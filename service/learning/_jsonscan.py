@@ -37,27 +37,34 @@ _POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
 _POW5 = np.array([5**k for k in range(26)], dtype=np.int64)  # 5**25 < 2**59
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bits(x: int) -> int:
+    """The bit length of ``x >= 0``."""
+    b = 0
+    while x > 0:
+        x >>= 1
+        b += 1
+    return b
+
+
 @njit(cache=True, nogil=True)
 def _exact_div(m: int, k: int, pow5: np.ndarray) -> float:
     """``m / 10**k`` correctly rounded (to nearest, ties to even), for ``0 < m < 2**60`` and
-    ``1 <= k <= 25``: long division of ``m`` by ``5**k`` to 55 bits or more, rounded with a
-    guard bit and a sticky bit, then scaled by ``2**-k`` (exact)."""
+    ``1 <= k <= 25``: long division of ``m`` by ``5**k`` to 55 bits or more (``5**25 < 2**59``,
+    so each step adds at least 3 bits), rounded with a guard bit and a sticky bit, then
+    scaled by ``2**-k`` (exact)."""
     p = pow5[k]
     q = m // p
     r = m % p
+    pbits = _bits(p)
     shift = 0
-    while q < (1 << 54):
-        q <<= 1
-        r <<= 1
-        shift += 1
-        if r >= p:
-            q |= 1
-            r -= p
-    bits = 0
-    t = q
-    while t > 0:
-        t >>= 1
-        bits += 1
+    while q < (1 << 54):  # several quotient bits a step: r << c stays below 2**62
+        c = min(62 - pbits, 55 - _bits(q))
+        r <<= c
+        q = (q << c) | (r // p)
+        r %= p
+        shift += c
+    bits = _bits(q)
     extra = bits - 53
     mant = q >> extra
     guard = (q >> (extra - 1)) & 1
