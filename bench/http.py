@@ -8,7 +8,8 @@ Every app runs as its own server subprocess on loopback, against the same real R
   features per request;
 * ``bare``: a pure ASGI app (uvicorn, the options we ship) that parses the body with orjson
   and answers a constant: the ceiling of any app on this server, this machine;
-* ``bare-granian``: the same app under granian;
+* ``bare-granian``: the same app under granian (``pip install granian``: not a dependency;
+  the granian apps are left out when it is missing);
 * ``streamlearn``: our API as shipped (``streamlearn api``, uvicorn with uvloop and httptools);
 * ``streamlearn-granian``: the same app under granian (one process, uvloop);
 * ``baseline``: with ``--baseline DIR``, the API of another checkout (say, ``git worktree add
@@ -746,6 +747,13 @@ def main() -> None:
         return
     if args.quick:
         args.seconds, args.max_requests, args.max_batches, args.fresh_seconds = 3.0, 5_000, 60, 6.0
+    import importlib.util
+
+    if importlib.util.find_spec("granian") is None:  # not a dependency: `pip install granian`
+        skipped = [a for a in args.apps if a.endswith("-granian")]
+        args.apps = [a for a in args.apps if a not in skipped]
+        if skipped:
+            print(f"granian is not installed: {', '.join(skipped)} left out", file=sys.stderr)
     figures = asyncio.run(main_async(args))
     if args.json:
         Path(args.json).write_text(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode())
