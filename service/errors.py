@@ -73,6 +73,11 @@ class PayloadTooLarge(StreamlearnError):
     code = "payload_too_large"
 
 
+class TextTooLong(PayloadTooLarge, InvalidExample):
+    """An example's text is longer than ``max_text_chars``: a bad example (a batch drops it
+    like any other) that the API answers as too large (413)."""
+
+
 class BodyTimeout(StreamlearnError):
     """The request body did not arrive within ``body_timeout_s`` (a stalled upload)."""
 

@@ -68,7 +68,6 @@ from workers.learners import (
     STATE_LOCAL,
     axes_of,
     build_learner,
-    check_batch,
     serving_view,
     state_view,
 )
@@ -284,14 +283,15 @@ class Worker:
             if parse_id(e.id) <= parse_id(h.position):
                 continue  # at or below the cursor: learned already
             try:
+                # the codec checks the entry's layout; the learner checks what the codec
+                # cannot (indices below its dim, labels among its classes) before learning
                 batch, _ = decode_batch(e.payload)
-                check_batch(batch, learner.dim, learner.n_classes)
-                h.touched.append(batch.indices)  # before learning: a superset if it raises
                 if h.quality is None:
                     learner.learn(batch)
                 else:
                     _, margins = learner.learn_scored(batch)
                     h.quality.update(margins, batch.y, learner.link)
+                h.touched.append(batch.indices)
             except (DecodeError, ValueError) as err:
                 reason = f"{type(err).__name__}: {err} ({len(e.payload)} bytes)"
                 h.dead.append(DeadLetter(e.id, reason, e.payload[:DEAD_PAYLOAD_BYTES]))

@@ -57,9 +57,7 @@ def _lifespan(state: AppState) -> Any:
         state.batcher = Batcher(state.backend)
 
         def forget(m: str) -> None:  # a model left the cache: drop all the process keeps for it
-            assert state.backend is not None and state.batcher is not None
-            assert state.drift is not None
-            state.backend.forget(m)
+            assert state.batcher is not None and state.drift is not None
             state.batcher.forget(m)
             state.drift.pop(m, None)
 

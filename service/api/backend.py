@@ -13,7 +13,6 @@ import itertools
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from service.api.coalesce import Coalescer
 from service.errors import InvalidSpec, ModelNotFound, SpecConflict, VersionNotFound
 from service.learning.batch import Batch
 from service.learning.linear import LinearModel
@@ -28,7 +27,6 @@ the idempotency window), and the stream entry the rest went into (None when none
 
 HISTORY_ALL = 100_000
 TAIL = 256
-COALESCE_ROWS = 64  # requests up to this many rows share appends with concurrent ones
 
 
 def parse_stream_id(entry_id: str) -> tuple[int, int]:
@@ -63,7 +61,6 @@ class Backend:
     def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
-        self._appenders: dict[str, Coalescer[tuple[Batch, Sequence[str | None]], Appended]] = {}
 
     # --- models -----------------------------------------------------------------------------
     async def create_model(
@@ -154,36 +151,16 @@ class Backend:
 
     # --- examples and feedback ---------------------------------------------------------------
     async def append(self, m: str, batch: Batch, ids: Sequence[str | None]) -> Appended:
-        """Append a batch whole; small ones are coalesced with concurrent ones (one entry)."""
-        if batch.n > COALESCE_ROWS:
-            return (await self._append_now(m, [(batch, ids)]))[0]
-        appender = self._appenders.get(m)
-        if appender is None:
-
-            async def flush(items: list[tuple[Batch, Sequence[str | None]]]) -> list[Appended]:
-                return await self._append_now(m, items)
-
-            appender = self._appenders[m] = Coalescer(flush)
-        return await appender.submit((batch, ids))
-
-    def forget(self, m: str) -> None:
-        """Drop ``m``'s append coalescer (evicted from the cache)."""
-        self._appenders.pop(m, None)
+        """Append a batch whole, as one stream entry."""
+        return (await self.append_groups(m, batch, ids, [batch.n]))[0]
 
     async def append_groups(
         self, m: str, batch: Batch, ids: Sequence[str | None], sizes: Sequence[int]
     ) -> list[Appended]:
-        """Append one batch now, made of groups of ``sizes`` rows (callers that already
-        grouped their work); what happened to each group."""
+        """Append one batch as one entry, made of the rows of several requests (``sizes``
+        rows each, in order); what happened to each request's rows."""
         result = await self.store.append(m, batch, ids if any(i is not None for i in ids) else None)
         return _per_group(result, sizes)
-
-    async def _append_now(
-        self, m: str, items: list[tuple[Batch, Sequence[str | None]]]
-    ) -> list[Appended]:
-        batch = items[0][0] if len(items) == 1 else Batch.concat([b for b, _ in items])
-        ids = [i for _, group in items for i in group]
-        return await self.append_groups(m, batch, ids, [b.n for b, _ in items])
 
     async def appended_up_to(self, m: str) -> str:
         """A stream id at or after every entry appended so far (the newest entry, else the

@@ -1,8 +1,11 @@
-"""Micro-batching of small ingest and predict requests (see :mod:`service.api.coalesce`).
+"""The ingest and predict paths after parsing: featurize, then one append or one scoring.
 
-Concurrent requests of one model are featurized together (one vectorised ``transform``),
-appended together (one stream entry, atomically) or scored together (one compiled call), and
-their kept features written together. A bad example fails only its own request: the group is
+Every ingest and predict request goes through :class:`Batcher`. A small request (at most
+:data:`SMALL` examples) is queued with the concurrent small requests of its model (the one
+coalescer, :mod:`service.api.coalesce`): the group is featurized together (one vectorised
+``transform``), appended together (one stream entry, atomically) or scored together (one
+compiled call), and its kept features written together. A big request takes the same path
+alone, featurized off the event loop. A bad example fails only its own request: the group is
 re-featurized without it, and the error carries the index *within that request*.
 """
 
@@ -12,22 +15,25 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from service.api.backend import Appended, Backend
 from service.api.cache import Served
 from service.api.coalesce import Coalescer
+from service.api.compute import run_cpu
 from service.errors import InvalidExample
 from service.learning.batch import Batch
+from service.learning.features import Featurizer
+from service.learning.jsonpath import featurize_json
 
 SMALL = 64  # requests with at most this many examples are micro-batched
+FAST_BYTES = 16 * 1024  # JSON bodies from this size try the compiled reader first
 
-IngestItem = tuple[Any, list[Any], list[str | None]]  # featurizer, examples, ids
+IngestItem = tuple[Featurizer, list[Any], list[str | None], list[int] | None]
+"""featurizer, examples, their ids, the rows to append (None: all; see first_occurrences)"""
 PredictItem = tuple[Served, list[Any], bool]  # served, examples, keep features for feedback
 
 
 def featurize_group(
-    featurizer: Any, groups: Sequence[list[Any]], *, labels: bool
+    featurizer: Featurizer, groups: Sequence[list[Any]], *, labels: bool
 ) -> tuple[Batch | None, list[int], dict[int, BaseException]]:
     """Featurize the concatenation of ``groups``; drop (and report) groups with a bad example.
 
@@ -37,12 +43,15 @@ def featurize_group(
     alive = list(range(len(groups)))
     errors: dict[int, BaseException] = {}
     while alive:
-        examples = [ex for g in alive for ex in groups[g]]
+        examples = groups[0] if len(groups) == 1 else [ex for g in alive for ex in groups[g]]
         try:
             return featurizer.transform(examples, labels=labels), alive, errors
         except InvalidExample as exc:
             if exc.index is None:
                 raise
+            if len(groups) == 1:  # one request: its error as it is
+                errors[0] = exc
+                return None, [], errors
             start = 0
             for g in alive:
                 if exc.index < start + len(groups[g]):
@@ -58,21 +67,21 @@ def featurize_group(
 def answers(served: Served, batch: Batch, group: str | None) -> list[dict[str, Any]]:
     """One answer per row; prediction ids are ``<group>-<row>`` (see store/feedback.py), or
     None when ``group`` is None (nothing kept for feedback)."""
-    model = served.model
-    margins = np.asarray(model.margins(batch), dtype=np.float64)
-    proba = np.asarray(model.proba(batch), dtype=np.float64)
-    classes = np.asarray(model.predict(batch))
+    margins, classes, proba = served.model.scored(batch)  # one pass over the batch
     name = served.featurizer.label_name
     version = served.version
+    names = [name(k) for k in range(served.featurizer.n_classes)]
+    if margins.ndim == 2:
+        rows = range(batch.n)
+        margins, proba = margins[rows, classes], proba[rows, classes]
     out: list[dict[str, Any]] = []
-    for i in range(batch.n):
-        k = int(classes[i])
-        m, p = (margins[i], proba[i]) if margins.ndim == 1 else (margins[i, k], proba[i, k])
+    rows_out = zip(classes.tolist(), margins.tolist(), proba.tolist(), strict=True)
+    for i, (k, m, p) in enumerate(rows_out):
         out.append(
             {
-                "label": name(k),
-                "score": float(min(1.0, max(0.0, p))),
-                "margin": float(m),
+                "label": names[k],
+                "score": min(1.0, max(0.0, p)),
+                "margin": m,
                 "version": version,
                 "prediction_id": None if group is None else f"{group}-{i}",
             }
@@ -93,6 +102,23 @@ def first_occurrences(ids: list[str | None]) -> list[int] | None:
     return keep if len(keep) < len(ids) else None
 
 
+def read_json(
+    featurizer: Featurizer, raw: bytes, kind: str, *, labels: bool, max_batch: int
+) -> tuple[Batch, list[str | None]] | None:
+    """A big JSON batch parsed and featurized in one compiled pass (the batch and its ids),
+    or None: then the body takes the general path (parse, then featurize), which also
+    accepts or refuses it."""
+    if kind != "json" or len(raw) < FAST_BYTES:
+        return None
+    return featurize_json(featurizer, raw, labels=labels, max_batch=max_batch)
+
+
+def _settle(outcome: Any) -> Any:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
 class Batcher:
     """Per-process micro-batchers, one ingest and one predict queue per model."""
 
@@ -107,51 +133,81 @@ class Batcher:
         self._predict.pop(m, None)
 
     async def ingest(
-        self, m: str, featurizer: Any, examples: list[Any], ids: list[str | None]
+        self,
+        m: str,
+        featurizer: Featurizer,
+        examples: list[Any],
+        ids: list[str | None],
+        size: int = 0,
     ) -> Appended:
-        """Featurize and append with concurrent requests; the rows of this request dropped by
-        the store as duplicates, and the entry the rest went into."""
-        q = self._ingest.get(m)
-        if q is None:
+        """Featurize and append (``size``: the body's bytes); the rows of this request not
+        appended as duplicates (an id repeated within the request, or already seen by the
+        store), and the entry the rest went into."""
+        keep = first_occurrences(ids)
+        repeated = 0 if keep is None else len(ids) - len(keep)
+        item = (featurizer, examples, ids, keep)
+        if len(examples) > SMALL:
+            dropped, entry = _settle((await self._flush_ingest(m, [item], size))[0])
+        else:
+            q = self._ingest.get(m)
+            if q is None:
 
-            async def flush(items: list[IngestItem]) -> list[Appended | BaseException]:
-                return await self._flush_ingest(m, items)
+                async def flush(items: list[IngestItem]) -> list[Appended | BaseException]:
+                    return await self._flush_ingest(m, items)
 
-            q = self._ingest[m] = Coalescer(flush)
-        return await q.submit((featurizer, examples, ids))
+                q = self._ingest[m] = Coalescer(flush)
+            dropped, entry = await q.submit(item)
+        return dropped + repeated, entry
+
+    async def ingest_batch(self, m: str, batch: Batch, ids: list[str | None]) -> Appended:
+        """Append a batch featurized already (:func:`read_json`): ids repeated within it are
+        appended once; one entry."""
+        keep = first_occurrences(ids)
+        if keep is None:
+            return await self.backend.append(m, batch, ids)
+        dropped, entry = await self.backend.append(m, batch.take(keep), [ids[i] for i in keep])
+        return dropped + len(ids) - len(keep), entry
 
     async def _flush_ingest(
-        self, m: str, items: list[IngestItem]
+        self, m: str, items: list[IngestItem], size: int = 0
     ) -> list[Appended | BaseException]:
         outcomes: list[Appended | BaseException] = [(0, None)] * len(items)
         by_featurizer: dict[int, list[int]] = {}
         for pos, item in enumerate(items):  # a re-created model brings a new featurizer
             by_featurizer.setdefault(id(item[0]), []).append(pos)
         for positions in by_featurizer.values():
-            groups = []
-            for pos in positions:
-                _, examples, ids = items[pos]
-                keep = first_occurrences(ids)
-                groups.append(examples if keep is None else [examples[i] for i in keep])
-            batch, alive, errors = featurize_group(items[positions[0]][0], groups, labels=True)
+            groups = [items[pos][1] for pos in positions]
+            batch, alive, errors = await run_cpu(
+                size, featurize_group, items[positions[0]][0], groups, labels=True
+            )
             for g, err in errors.items():
                 outcomes[positions[g]] = err
             if batch is None:
                 continue
-            ids_all: list[str | None] = []
+            rows: list[int] = []  # every example is checked; repeated ids are appended once
+            ids: list[str | None] = []
+            sizes: list[int] = []
+            start = 0
             for g in alive:
-                _, _, ids = items[positions[g]]
-                keep = first_occurrences(ids)
-                ids_all.extend(ids if keep is None else [ids[i] for i in keep])
-            sizes = [len(groups[g]) for g in alive]
-            done = await self.backend.append_groups(m, batch, ids_all, sizes)  # one entry
+                _, examples, group_ids, keep = items[positions[g]]
+                kept = range(len(examples)) if keep is None else keep
+                rows.extend(start + i for i in kept)
+                ids.extend(group_ids if keep is None else [group_ids[i] for i in keep])
+                sizes.append(len(kept))
+                start += len(examples)
+            if len(rows) < batch.n:
+                batch = batch.take(rows)
+            done = await self.backend.append_groups(m, batch, ids, sizes)  # one entry
             for g, outcome in zip(alive, done, strict=True):
                 outcomes[positions[g]] = outcome
         return outcomes
 
     async def predict(
-        self, m: str, served: Served, examples: list[Any], keep: bool = True
+        self, m: str, served: Served, examples: list[Any], keep: bool = True, size: int = 0
     ) -> list[dict[str, Any]]:
+        """One answer per example (``keep``: keep their features for feedback)."""
+        if len(examples) > SMALL:
+            return _settle((await self._flush_predict(m, [(served, examples, keep)], size))[0])
         q = self._predict.get(m)
         if q is None:
 
@@ -163,8 +219,19 @@ class Batcher:
             q = self._predict[m] = Coalescer(flush)
         return await q.submit((served, examples, keep))
 
+    async def predict_batch(
+        self, m: str, served: Served, batch: Batch, keep: bool
+    ) -> list[dict[str, Any]]:
+        """Answers for a batch featurized already (:func:`read_json`), features kept for
+        feedback when ``keep``."""
+        group = uuid.uuid4().hex if keep else None
+        scored = answers(served, batch, group)
+        if group is not None:
+            await self.backend.keep([(m, group, batch, served.feedback_ttl)])
+        return scored
+
     async def _flush_predict(
-        self, m: str, items: list[PredictItem]
+        self, m: str, items: list[PredictItem], size: int = 0
     ) -> list[list[dict[str, Any]] | BaseException]:
         outcomes: list[list[dict[str, Any]] | BaseException] = [[] for _ in items]
         by_served: dict[tuple[int, bool], list[int]] = {}
@@ -174,13 +241,12 @@ class Batcher:
         for (_, keep), positions in by_served.items():
             served = items[positions[0]][0]
             groups = [items[pos][1] for pos in positions]
-            batch, alive, errors = featurize_group(served.featurizer, groups, labels=False)
+            group = uuid.uuid4().hex if keep else None
+            batch, alive, errors, scored = await run_cpu(size, _score, served, groups, group)
             for g, err in errors.items():
                 outcomes[positions[g]] = err
             if batch is None:
                 continue
-            group = uuid.uuid4().hex if keep else None
-            scored = answers(served, batch, group)
             if group is not None:
                 keeps.append((m, group, batch, served.feedback_ttl))
             start = 0
@@ -191,3 +257,10 @@ class Batcher:
         if keeps:
             await self.backend.keep(keeps)
         return outcomes
+
+
+def _score(
+    served: Served, groups: list[list[Any]], group: str | None
+) -> tuple[Batch | None, list[int], dict[int, BaseException], list[dict[str, Any]]]:
+    batch, alive, errors = featurize_group(served.featurizer, groups, labels=False)
+    return batch, alive, errors, [] if batch is None else answers(served, batch, group)

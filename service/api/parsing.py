@@ -1,9 +1,10 @@
 """Request bodies → lists of example mappings, fast.
 
 orjson parses JSON and NDJSON; svmlight is split by hand. No pydantic object is built per
-example: the featurizer validates the whole batch at once (vectorised) and names the field and
-index at fault. Here we only check the *shape* (objects, ids, batch size) and say where it is
-wrong.
+example. Here we only check the *shape* (objects, ids, batch size) and say where it is wrong;
+what is inside an example (names, values, labels, text and their limits) is checked once, by
+the model's featurizer (:mod:`service.learning.features`), which names the field and index
+at fault.
 
 Content types (the ``format`` query parameter overrides them when the type is ``text/plain``
 or ``application/octet-stream``):
@@ -190,15 +191,10 @@ def parse_svmlight(raw: bytes) -> list[Any]:
     return out
 
 
-def parse_examples(
-    raw: bytes,
-    kind: str,
-    *,
-    max_batch: int,
-    max_text_chars: int = 1_000_000,
-    max_features: int = 100_000,
-) -> Parsed:
-    """Parse a body of the given kind; check each item is an object, its ``id`` and sizes."""
+def parse_examples(raw: bytes, kind: str, *, max_batch: int) -> Parsed:
+    """Parse a body of the given kind and check its *shape*: a non-empty list of at most
+    ``max_batch`` objects, each ``id`` absent or a short string. What is inside an example
+    (features, text, label, their sizes) is the featurizer's to check, once."""
     single = False
     if kind == "json":
         items, single = parse_json(raw)
@@ -213,34 +209,18 @@ def parse_examples(
             f"{len(items)} examples in one request, more than max_batch={max_batch}",
             field="examples",
         )
-    ids: list[str | None] = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise InvalidExample(
-                f"example {i} must be an object, got {type(item).__name__}",
-                field="examples",
-                index=i,
-            )
-        text = item.get("text")
-        if isinstance(text, str) and len(text) > max_text_chars:
-            raise PayloadTooLarge(
-                f"text of example {i} has {len(text)} characters, more than max_text_chars={max_text_chars}",
-                field="text",
-                index=i,
-            )
-        feats = item.get("features")
-        if isinstance(feats, dict) and len(feats) > max_features:
-            raise InvalidExample(
-                f"example {i} has {len(feats)} features, more than max_features={max_features}",
-                field="features",
-                index=i,
-            )
-        ident = item.get("id")
-        if ident is None:
-            ids.append(None)
-        elif isinstance(ident, str) and 0 < len(ident) <= MAX_ID_CHARS:
-            ids.append(ident)
-        else:  # a number is refused: 7 and "7" would be one id (docs/api.md)
+    try:
+        ids = [item.get("id") for item in items]
+    except AttributeError:  # an item is not an object
+        i = next(i for i, item in enumerate(items) if not isinstance(item, dict))
+        raise InvalidExample(
+            f"example {i} must be an object, got {type(items[i]).__name__}",
+            field="examples",
+            index=i,
+        ) from None
+    for i, ident in enumerate(ids):
+        if ident is not None and not (type(ident) is str and 0 < len(ident) <= MAX_ID_CHARS):
+            # a number is refused: 7 and "7" would be one id (docs/api.md)
             raise InvalidExample(
                 f"id must be a non-empty string of at most {MAX_ID_CHARS} chars "
                 f'(a number is not an id: send "7", not 7), got {str(ident)[:40]!r}',

@@ -59,6 +59,22 @@ class Batch:
             self.y[start:stop].copy(),
         )
 
+    def take(self, rows: Sequence[int] | np.ndarray) -> Batch:
+        """The rows ``rows`` (in that order) as a batch (copies).
+
+        >>> b = Batch.from_rows([([0], [1.0]), ([1, 2], [2.0, 3.0]), ([3], [4.0])], [0, 1, 0])
+        >>> t = b.take([2, 1])
+        >>> t.indptr.tolist(), t.indices.tolist(), t.y.tolist()
+        ([0, 1, 3], [3, 1, 2], [0, 1])
+        """
+        sel = np.asarray(rows, dtype=np.int64)
+        starts = self.indptr[sel]
+        counts = self.indptr[sel + 1] - starts
+        indptr = np.zeros(sel.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        at = np.repeat(starts - indptr[:-1], counts) + np.arange(indptr[-1], dtype=np.int64)
+        return Batch(indptr, self.indices[at], self.data[at], self.y[sel])
+
     @staticmethod
     def empty() -> Batch:
         return Batch(

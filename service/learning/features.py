@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from service.errors import EmptyExample, InvalidExample
+from service.errors import EmptyExample, InvalidExample, TextTooLong
 from service.learning._hashing import Crosses, HashedText, NameCaches, NamedCodes
 from service.learning.batch import Batch, assemble
 from service.learning.labels import Labels
@@ -285,11 +285,14 @@ class Featurizer:
                 index=i,
             )
         if t is not None:
+            if type(t) is str and len(t) > self.max_text_chars:
+                return TextTooLong(
+                    f"text has {len(t)} characters, more than max_text_chars={self.max_text_chars}",
+                    field="text",
+                    index=i,
+                )
             if type(t) is not str:
                 msg = f"text must be a string, got {type(t).__name__}"
-            elif len(t) > self.max_text_chars:
-                msg = (f"text has {len(t)} characters, more than "
-                       f"max_text_chars={self.max_text_chars}")  # fmt: skip
             elif self._text is None:
                 msg = ('this model has no text featurizer (it was created with "text": false '
                        "or without hashing)")  # fmt: skip

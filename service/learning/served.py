@@ -120,6 +120,14 @@ class LinearModel:
             return _sigmoid(s)
         return _softmax(s)
 
+    def scored(self, batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(margins, classes, proba)`` from one pass over the batch (what :meth:`margins`,
+        :meth:`predict` and :meth:`proba` give)."""
+        s = self.margins(batch)
+        if s.ndim == 1:
+            return s, (s > 0).astype(np.int32), _sigmoid(s)
+        return s, np.argmax(s, axis=1).astype(np.int32), _softmax(s)
+
     def get_state(self) -> State:
         return {"W": self.W.copy(), "b": self.b if isinstance(self.b, float) else self.b.copy(),
                 "link": self.link}  # fmt: skip

@@ -233,3 +233,38 @@ async def test_the_spam_preset_takes_ham_and_spam_labels(api: httpx.AsyncClient)
     assert created.status_code == 201 and created.json()["spec"]["classes"] == ["ham", "spam"]
     r = await api.post("/models/s/examples", json={"text": "cheap pills", "label": "spam"})
     assert r.status_code == 202, r.text
+
+
+async def test_big_json_batches_of_named_features_take_one_path_with_the_same_answers(
+    api: httpx.AsyncClient, settings: Settings
+) -> None:
+    """A big JSON body is read by the compiled reader: the same ids, duplicates, errors and
+    predictions as the general path (the same examples as NDJSON), learned exactly once."""
+    assert (await api.put("/models/h", json={"algorithm": "pa1", "bits": 10})).status_code == 201
+
+    def ex(i: int) -> dict[str, object]:
+        feats = {f"w{(i * 7 + k) % 50}": (i + k) % 5 - 2.5 for k in range(12)}
+        return {"features": feats, "label": 1 if i % 3 else -1, "id": f"h{i % 150}"}
+
+    rows = [ex(i) for i in range(200)]  # ids h0..h149, fifty of them twice
+    assert len(orjson.dumps(rows)) > 16 * 1024
+    first = await api.post("/models/h/examples", json={"examples": rows})
+    assert first.status_code == 202
+    assert first.json()["duplicates"] == 50 and first.json()["ids"] == [r["id"] for r in rows]
+    nd = b"\n".join(orjson.dumps(r) for r in rows)
+    again = await api.post(
+        "/models/h/examples", content=nd, headers={"content-type": "application/x-ndjson"}
+    )
+    assert again.json()["duplicates"] == 200
+    bad = [*rows[:120], {**rows[120], "label": 7}, *rows[121:]]
+    r = await api.post("/models/h/examples", json={"examples": bad})
+    err = assert_error(r, 422, "invalid_example", "label 7")
+    assert (err["field"], err["index"]) == ("label", 120)
+    await learn_all(settings)
+    assert (await store_metrics(settings, "h"))["examples_seen"] == 150
+    plain = [{"features": r["features"]} for r in rows]
+    fast = (await api.post("/models/h/predict?feedback=false", json={"examples": plain})).json()
+    small = [
+        (await api.post("/models/h/predict?feedback=false", json=p)).json() for p in plain[:70]
+    ]
+    assert fast["predictions"][:70] == small

@@ -7,7 +7,7 @@ import httpx
 
 from service.learning.features import MAX_NAME_CHARS, MAX_TOKEN_CHARS
 from service.settings import Settings
-from tests.api.conftest import assert_error, store_metrics
+from tests.api.conftest import assert_error, running, store_metrics
 
 SPEC = {"algorithm": "pa1", "bits": 12, "classes": ["ham", "spam"], "text": {}}
 
@@ -46,3 +46,31 @@ async def test_a_giant_one_word_text_is_422_and_nothing_is_appended(
     ok = {"text": "w" * MAX_TOKEN_CHARS, "label": "ham"}
     assert (await api.post("/models/m/examples", json=ok)).status_code == 202
     assert (await store_metrics(settings, "m"))["appended"] == 1
+
+
+async def test_text_and_feature_limits_name_the_example_and_keep_nothing(
+    settings: Settings,
+) -> None:
+    """The featurizer checks them (once): an over-long text is a 413, too many features a
+    422, each naming the field and the index; nothing of the request is appended."""
+    settings.max_text_chars, settings.max_features = 100, 10
+    async with running(settings) as (_, api):
+        await _limits(api, settings)
+
+
+async def _limits(api: httpx.AsyncClient, settings: Settings) -> None:
+    assert (await api.put("/models/m", json=SPEC)).status_code == 201
+    too_long = "a " * 51
+    examples = [{"text": "hello", "label": "ham"}, {"text": too_long, "label": "spam"}]
+    r = await api.post("/models/m/examples", json={"examples": examples})
+    err = assert_error(r, 413, "payload_too_large", f"max_text_chars={settings.max_text_chars}")
+    assert (err["field"], err["index"]) == ("text", 1)
+    r = await api.post("/models/m/predict", json={"examples": examples})
+    assert (r.status_code, r.json()["error"]["index"]) == (413, 1)
+    r = await api.get("/models/m/predict", params={"text": too_long})
+    assert_error(r, 413, "payload_too_large", "max_text_chars")
+    many = {f"f{i}": 1.0 for i in range(settings.max_features + 1)}
+    r = await api.post("/models/m/examples", json=[{"features": many, "label": "ham"}])
+    err = assert_error(r, 422, "invalid_example", f"max_features={settings.max_features}")
+    assert (err["field"], err["index"]) == ("features", 0)
+    assert (await store_metrics(settings, "m"))["appended"] == 0

@@ -23,7 +23,6 @@ def per_model_state(app: Any) -> dict[str, int]:
         "drift": len(st.drift),
         "ingest_queues": len(st.batcher._ingest),
         "predict_queues": len(st.batcher._predict),
-        "appenders": len(st.backend._appenders),
     }
 
 

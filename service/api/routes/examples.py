@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from service.api.backend import Backend
-from service.api.batching import SMALL, first_occurrences
+from service.api.batching import read_json
 from service.api.cache import ModelCache
 from service.api.compute import run_cpu
 from service.api.deps import hot, hot_parameters
@@ -19,7 +19,6 @@ from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS
 from service.api.schemas import Accepted
 from service.errors import InvalidRequest
-from service.learning.batch import Batch
 
 router = APIRouter(prefix="/models", tags=["examples"])
 
@@ -109,11 +108,6 @@ def answer(n: int, duplicates: int, ids: list[str | None]) -> dict[str, Any]:
     return out
 
 
-def featurize(featurizer: Any, examples: list[Any]) -> Batch:
-    batch: Batch = featurizer.transform(examples, labels=True)
-    return batch
-
-
 @router.post(
     "/{m}/examples",
     status_code=202,
@@ -137,30 +131,20 @@ async def post_examples(request: Request) -> FastJSON:
     wait = wait_seconds(request.query_params.get("wait"))
     served = await cache.get(m)  # 404 before reading a body for an unknown model
     raw = await request.body()
-    settings = state.settings
-    parsed = await run_cpu(
-        len(raw),
-        parse_examples,
-        raw,
-        kind,
-        max_batch=settings.max_batch,
-        max_text_chars=settings.max_text_chars,
-        max_features=settings.max_features,
+    max_batch = state.settings.max_batch
+    fast = await run_cpu(
+        len(raw), read_json, served.featurizer, raw, kind, labels=True, max_batch=max_batch
     )
-    ids = parsed.ids
-    keep = first_occurrences(ids)
-    repeated = 0 if keep is None else len(ids) - len(keep)  # the same id twice in one request
-    if len(ids) <= SMALL:  # micro-batched with concurrent small requests of this model
-        dropped, entry = await ctx.batcher.ingest(m, served.featurizer, parsed.examples, ids)
-    else:
-        batch = await run_cpu(len(raw), featurize, served.featurizer, parsed.examples)
-        if keep is not None:
-            batch = Batch.concat([batch.row(i) for i in keep])
-            ids_to_append: list[str | None] = [ids[i] for i in keep]
-        else:
-            ids_to_append = ids
-        dropped, entry = await backend.append(m, batch, ids_to_append)
-    out = answer(len(ids), dropped + repeated, ids)
+    if fast is not None:  # a big JSON batch, parsed and featurized in one compiled pass
+        batch, ids = fast
+        dropped, entry = await ctx.batcher.ingest_batch(m, batch, ids)
+    else:  # parse for shape, then featurize (with concurrent small requests of this model)
+        parsed = await run_cpu(len(raw), parse_examples, raw, kind, max_batch=max_batch)
+        ids = parsed.ids
+        dropped, entry = await ctx.batcher.ingest(
+            m, served.featurizer, parsed.examples, ids, len(raw)
+        )
+    out = answer(len(ids), dropped, ids)
     if wait is None:
         return FastJSON(out, status_code=202)
     covers = entry or await backend.appended_up_to(m)  # all duplicates: what came before

@@ -7,22 +7,19 @@ request says ``?feedback=false``.
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from service.api.backend import Backend
-from service.api.batching import SMALL, Batcher, answers
-from service.api.cache import ModelCache, Served
+from service.api.batching import Batcher, read_json
+from service.api.cache import ModelCache
 from service.api.compute import run_cpu
-from service.api.deps import BackendDep, CacheDep, Predict, StateDep, hot, hot_parameters
+from service.api.deps import CacheDep, Predict, StateDep, hot, hot_parameters
 from service.api.parsing import body_format, parse_examples
 from service.api.responses import FastJSON
 from service.api.routes.models import ERRORS, ModelName
 from service.api.schemas import Prediction, Predictions
-from service.errors import InvalidRequest, PayloadTooLarge
-from service.learning.batch import Batch
+from service.errors import InvalidRequest
 
 router = APIRouter(prefix="/models", tags=["predict"])
 
@@ -58,32 +55,11 @@ def feedback_flag(raw: str | None) -> bool:
     return flag
 
 
-def score(
-    served: Served, examples: list[Any], group: str | None
-) -> tuple[Batch, list[dict[str, Any]]]:
-    """Featurize and score a batch; one answer per example."""
-    batch: Batch = served.featurizer.transform(examples, labels=False)
-    return batch, answers(served, batch, group)
-
-
 async def predict_examples(
-    m: str,
-    examples: list[Any],
-    size: int,
-    backend: Backend,
-    cache: ModelCache,
-    batcher: Batcher,
-    feedback: bool = True,
+    m: str, examples: list[Any], size: int, cache: ModelCache, batcher: Batcher, feedback: bool
 ) -> list[dict[str, Any]]:
     served = await cache.get(m)
-    keep = feedback and served.feedback_ttl > 0
-    if len(examples) <= SMALL:  # micro-batched with concurrent small requests of this model
-        return await batcher.predict(m, served, examples, keep)
-    group = uuid.uuid4().hex if keep else None
-    batch, scored = await run_cpu(size, score, served, examples, group)
-    if group is not None:
-        await backend.keep([(m, group, batch, served.feedback_ttl)])
-    return scored
+    return await batcher.predict(m, served, examples, feedback and served.feedback_ttl > 0, size)
 
 
 @router.post(
@@ -108,21 +84,20 @@ async def predict_examples(
 async def post_predict(request: Request) -> FastJSON:
     """Predict one example (one answer) or a batch (``{"predictions": [...]}``)."""
     ctx = hot(request, "predict")  # scope check; parameters read without FastAPI's validation
-    state, backend, cache, m = ctx.state, ctx.backend, ctx.cache, ctx.m
     feedback = feedback_flag(request.query_params.get("feedback"))
     kind = body_format(request.headers.get("content-type"), ctx.format)
     raw = await request.body()
-    s = state.settings
-    parsed = parse_examples(
-        raw,
-        kind,
-        max_batch=s.max_batch,
-        max_text_chars=s.max_text_chars,
-        max_features=s.max_features,
+    max_batch = ctx.state.settings.max_batch
+    served = await ctx.cache.get(ctx.m)
+    fast = await run_cpu(
+        len(raw), read_json, served.featurizer, raw, kind, labels=False, max_batch=max_batch
     )
-    out = await predict_examples(
-        m, parsed.examples, len(raw), backend, cache, ctx.batcher, feedback
-    )
+    if fast is not None:  # a big JSON batch, parsed and featurized in one compiled pass
+        keep = feedback and served.feedback_ttl > 0
+        out = await ctx.batcher.predict_batch(ctx.m, served, fast[0], keep)
+        return FastJSON({"predictions": out})
+    parsed = parse_examples(raw, kind, max_batch=max_batch)
+    out = await predict_examples(ctx.m, parsed.examples, len(raw), ctx.cache, ctx.batcher, feedback)
     if parsed.single:
         return FastJSON(out[0])
     return FastJSON({"predictions": out})
@@ -132,7 +107,6 @@ async def post_predict(request: Request) -> FastJSON:
 async def get_predict(
     m: ModelName,
     state: StateDep,
-    backend: BackendDep,
     cache: CacheDep,
     text: Annotated[str, Query(description="the text to score")],
     feedback: Annotated[
@@ -140,13 +114,6 @@ async def get_predict(
     ] = True,
 ) -> FastJSON:
     """Predict one text given in the query string (a quick look)."""
-    if len(text) > state.settings.max_text_chars:
-        raise PayloadTooLarge(
-            f"text has {len(text)} characters, more than max_text_chars={state.settings.max_text_chars}",
-            field="text",
-        )
-    assert state.batcher is not None
-    out = await predict_examples(
-        m, [{"text": text}], len(text), backend, cache, state.batcher, feedback
-    )
+    assert state.batcher is not None  # the featurizer refuses a text over max_text_chars
+    out = await predict_examples(m, [{"text": text}], len(text), cache, state.batcher, feedback)
     return FastJSON(out[0])
