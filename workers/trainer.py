@@ -181,6 +181,7 @@ class Worker:
         # lease someone else holds (maybe a dead worker) are re-checked every heartbeat
         self._wanted: dict[str, float] = {}
         self._orphans: set[str] = set()
+        self._taking: set[str] = set()  # acquiring a lease, not yet in ``held``
         self._resync = True  # re-read which models have entries (after (re)subscribing)
         self._others: set[str] = set()  # models the other alive workers hold
         self._alive = 1  # alive workers, us included
@@ -498,10 +499,8 @@ class Worker:
             if not await self._make_room():
                 break  # at the memory bound with every held model busy: later
             del self._wanted[m]
-            lease = await self.store.acquire(m, self.worker_id)
-            if lease is not None:
-                await self._take(lease)
-            else:  # someone holds it (or it is gone): see at the next heartbeat
+            if not await self._acquire_and_take(m):
+                # someone holds it (or it is gone): see at the next heartbeat
                 self._orphans.add(m)
 
     async def _check_orphans(self, alive: set[str]) -> None:
@@ -517,11 +516,12 @@ class Worker:
             if owner in alive or (owner is None and not await self.store.with_entries([m])):
                 self._orphans.discard(m)
                 continue
-            if (owner is None or owner != self.worker_id) and await self._make_room():
-                lease = await self.store.acquire(m, self.worker_id)
-                if lease is not None:
-                    self._orphans.discard(m)
-                    await self._take(lease)
+            if (
+                (owner is None or owner != self.worker_id)
+                and await self._make_room()
+                and await self._acquire_and_take(m)
+            ):
+                self._orphans.discard(m)
 
     async def _model_list(self, refresh: bool = False) -> list[str]:
         if refresh or time.monotonic() - self._models_at > MODEL_LIST_S:
@@ -562,6 +562,19 @@ class Worker:
             )
         else:
             log.warning("model %s: %s; dropping its state", h.model, why)
+
+    async def _acquire_and_take(self, m: str) -> bool:
+        """Take ``m``'s lease and load it; False if another holds it. A cancellation that
+        lands between the grant and ``held`` leaves ``m`` in ``_taking``, so that
+        :meth:`_shutdown` still gives the lease back."""
+        self._taking.add(m)
+        lease = await self.store.acquire(m, self.worker_id)
+        if lease is None:
+            self._taking.discard(m)
+            return False
+        await self._take(lease)
+        self._taking.discard(m)
+        return True
 
     async def _take(self, lease: Lease) -> None:
         """Load ``lease.model``'s committed state into a fresh learner."""
@@ -628,5 +641,12 @@ class Worker:
             except StoreUnavailable as e:
                 log.warning("model %s: could not commit on stop (%s)", h.model, e)
                 self.held.pop(h.model, None)
+        for m in self._taking - self.held.keys():  # granted, maybe, and cancelled before held
+            with contextlib.suppress(StoreUnavailable):
+                holder = await self.store.lease_holder(m)
+                owner, _, epoch = (holder or "").rpartition(":")
+                if owner == self.worker_id and epoch.isdecimal():
+                    await self.store.release(Lease(m, self.worker_id, int(epoch)))
+        self._taking.clear()
         with contextlib.suppress(StoreUnavailable):
             await self.store.forget_worker(self.worker_id)
