@@ -62,7 +62,7 @@ TEXT_KEYS = frozenset(TEXT_DEFAULTS)
 # steps, bias as a constant feature) with the modified Huber loss and lr 0.35, over binary,
 # L2-normalised word uni+bigrams and character 4-grams of the first 3,000 characters;
 # named features through log1p. It beats VW's defaults, River's PA and sklearn's SGD fed
-# words or words+char4 on 6 of the 8 real streams of docs/presets.md in both (1−ROCA)% and
+# words or words+char4 on 6 of the 11 real streams of docs/presets.md in both (1−ROCA)% and
 # mistakes. "email" is left off: it keeps only five header fields, and the other headers
 # (Received, X-Mailer, …) that a raw-text filter learns from would be lost; it and the
 # special tokens also cost 30-40% of the speed on short messages.
