@@ -15,6 +15,23 @@ Batch entry (format 1)::
     then         indptr int64[n+1] · data float64[nnz] · indices int32[nnz] · y int32[n]
                  (each padded to 8 bytes) · ids as orjson (ids_len bytes, may be 0)
 
+Batch entry (format 2, what :func:`encode_batch` writes; format 1 is still read)::
+
+    byte 0       0x02
+    byte 1       flags: 1 = data as float32, 4 = data as one magnitude per row and a sign
+                 bit per non-zero (as format 1), 16 = indices as gaps (each row's first
+                 index, then the differences to the one before: every row strictly
+                 increasing, as the featurizer writes them), else as zigzag varints
+    then         varints n, nnz, ids_len
+    then         data (float64[nnz], float32[nnz], or float64[n] + the packed sign bits)
+    then         varints: n row lengths · n zigzag labels · nnz indices (gaps or zigzag)
+    then         ids as orjson (ids_len bytes, may be 0)
+
+Varints are LEB128 (7 bits a byte, low first, at most 5 bytes). A hashed index costs about
+2.2 bytes (gaps between ~90 sorted indices of 2**20 are below 2**14 three times in four),
+a row 2 bytes plus its magnitude: an SMS-sized text with word and character n-grams is
+~35% smaller than in format 1, decoded with a handful of vectorised numpy calls.
+
 The narrow forms are used only when they are exact (every value survives float32, every
 index is below 65,536 or 2**24, every value of a row has the same magnitude): binary and
 count features, small dims, cost 6 or 4 bytes a non-zero on the wire and in Redis instead
@@ -81,15 +98,19 @@ import orjson
 
 from service.errors import DecodeError
 from service.learning.features import Batch
+from service.store import _varint as _varint_code
 
-BATCH_FORMAT = 1
+BATCH_FORMAT = 2
+BATCH_FORMAT_V1 = 1
 STATE_FORMAT = 1
 SPARSE_FORMAT = 2
 SPARSE_DELTA = 1
 REF_KEY = "\0ref"  # where decode_chain leaves a serving blob's references (resolve_serving)
 _BATCH_HEAD = struct.Struct("<BB6xQQQ")
 DATA_F32, INDICES_U16, ROW_SCALE, INDICES_U24 = 1, 2, 4, 8
+INDICES_GAPS = 16  # format 2
 _FLAGS = DATA_F32 | INDICES_U16 | ROW_SCALE | INDICES_U24
+_FLAGS_V2 = DATA_F32 | ROW_SCALE | INDICES_GAPS
 _STATE_HEAD = struct.Struct("<B7xQ")
 _SPARSE_HEAD = struct.Struct("<BB6xQ")
 
@@ -104,7 +125,56 @@ def _pad(n: int) -> int:
 
 
 def encode_batch(batch: Batch, ids: Sequence[str | None] | None = None) -> bytes:
-    """Encode a batch (and optionally its example ids) as one stream entry payload."""
+    """Encode a batch (and optionally its example ids) as one stream entry payload
+    (format 2: varints; the module docstring)."""
+    ids_bytes = b"" if ids is None else orjson.dumps(list(ids))
+    n, nnz = batch.n, batch.nnz
+    indptr = np.asarray(batch.indptr, dtype=np.int64)
+    data: np.ndarray = np.ascontiguousarray(batch.data, dtype="<f8")
+    indices = np.asarray(batch.indices, dtype=np.int32)
+    flags = 0
+    values = data.tobytes()
+    if nnz:
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = data.astype("<f4")
+        if np.array_equal(narrow.astype("<f8"), data):  # exact (NaN never is: kept wide)
+            values, flags = narrow.tobytes(), DATA_F32
+        scaled = _row_scale(indptr, data, n, nnz)
+        if scaled is not None and len(scaled) < len(values):
+            values, flags = scaled, ROW_SCALE
+    words, gaps = _varint_code.encode_rows(
+        indptr, np.ascontiguousarray(batch.y, dtype=np.int32), np.ascontiguousarray(indices)
+    )
+    if gaps:
+        flags |= INDICES_GAPS
+    head = bytes([BATCH_FORMAT, flags]) + _varint(n) + _varint(nnz) + _varint(len(ids_bytes))
+    return b"".join([head, values, words.tobytes(), ids_bytes])
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, v = v & 127, v >> 7
+        out.append(byte | (128 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _read_varint(buf: bytes | bytearray, off: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        if off >= len(buf) or shift > 63:
+            raise ValueError("truncated or overlong header varint")
+        byte = buf[off]
+        v |= (byte & 127) << shift
+        off, shift = off + 1, shift + 7
+        if byte < 128:
+            return v, off
+
+
+def encode_batch_v1(batch: Batch, ids: Sequence[str | None] | None = None) -> bytes:
+    """Format 1 (fixed-width arrays, 8-byte aligned): what entries were before format 2;
+    still decoded (a stream may hold both while an upgrade rolls out)."""
     ids_bytes = b"" if ids is None else orjson.dumps(list(ids))
     n, nnz = batch.n, batch.nnz
     data: np.ndarray = np.ascontiguousarray(batch.data, dtype="<f8")
@@ -126,7 +196,7 @@ def encode_batch(batch: Batch, ids: Sequence[str | None] | None = None) -> bytes
         elif lo >= 0 and hi < 1 << 24:
             index_raw = indices.astype("<u4").view(np.uint8).reshape(nnz, 4)[:, :3].tobytes()
             flags |= INDICES_U24
-    parts = [_BATCH_HEAD.pack(BATCH_FORMAT, flags, n, nnz, len(ids_bytes))]
+    parts = [_BATCH_HEAD.pack(BATCH_FORMAT_V1, flags, n, nnz, len(ids_bytes))]
     for arr, dtype, given in (
         (batch.indptr, "<i8", None),
         (data, data.dtype.str, data_raw),
@@ -160,8 +230,10 @@ def decode_batch(payload: bytes | bytearray | memoryview) -> tuple[Batch, list[s
     """
     try:
         buf = bytearray(payload)
+        if buf[:1] == bytes([BATCH_FORMAT]):
+            return _decode_batch_v2(buf)
         fmt, flags, n, nnz, ids_len = _BATCH_HEAD.unpack_from(buf, 0)
-        if fmt != BATCH_FORMAT:
+        if fmt != BATCH_FORMAT_V1:
             raise ValueError(f"unknown batch format {fmt}")
         if flags & ~_FLAGS or (flags & DATA_F32 and flags & ROW_SCALE):
             raise ValueError(f"unknown batch flags {flags}")
@@ -222,6 +294,42 @@ def decode_batch(payload: bytes | bytearray | memoryview) -> tuple[Batch, list[s
         raise
     except Exception as e:
         raise DecodeError(f"cannot decode batch: {e}") from e
+
+
+def _decode_batch_v2(buf: bytearray) -> tuple[Batch, list[str | None] | None]:
+    flags = buf[1]
+    if flags & ~_FLAGS_V2 or (flags & DATA_F32 and flags & ROW_SCALE):
+        raise ValueError(f"unknown batch flags {flags}")
+    n, off = _read_varint(buf, 2)
+    nnz, off = _read_varint(buf, off)
+    ids_len, off = _read_varint(buf, off)
+    if 2 * n + nnz + ids_len > len(buf):  # every row and non-zero takes a varint byte at least
+        raise ValueError(f"batch length {len(buf)} does not match its header")
+    width = 4 if flags & DATA_F32 else 8
+    vsize = 8 * n + (nnz + 7) // 8 if flags & ROW_SCALE else width * nnz
+    end = len(buf) - ids_len
+    if off + vsize > end:
+        raise ValueError("truncated batch")
+    section = np.frombuffer(buf, dtype=np.uint8, count=end - off - vsize, offset=off + vsize)
+    indptr, y, indices, err = _varint_code.decode_rows(section, n, nnz, bool(flags & INDICES_GAPS))
+    if err:
+        raise ValueError(_varint_code.MESSAGES[err])
+    counts = np.diff(indptr)
+    if flags & ROW_SCALE:
+        scale = np.frombuffer(buf, dtype="<f8", count=n, offset=off)
+        bits = np.frombuffer(buf, dtype=np.uint8, count=(nnz + 7) // 8, offset=off + 8 * n)
+        signs = np.unpackbits(bits, count=nnz, bitorder="little").astype(bool)
+        mag = np.repeat(scale, counts)
+        data = np.where(signs, -mag, mag)
+    else:
+        dtype = "<f4" if flags & DATA_F32 else "<f8"
+        data = np.frombuffer(buf, dtype=dtype, count=nnz, offset=off).astype(np.float64)
+    ids: list[str | None] | None = None
+    if ids_len:
+        ids = orjson.loads(bytes(buf[end:]))
+        if not isinstance(ids, list) or len(ids) != n:
+            raise ValueError("ids do not match the number of rows")
+    return Batch(indptr, indices, np.ascontiguousarray(data, dtype=np.float64), y), ids
 
 
 # --- states ------------------------------------------------------------------------------
