@@ -66,7 +66,11 @@ from workers.reader import Reader
 log = logging.getLogger("streamlearn.worker")
 
 DEAD_PAYLOAD_BYTES = 64 * 1024  # a dead letter keeps the head of its entry, not 1 MB of it
-MAX_CHAIN = 32  # blobs in a chain before a full one starts the next (bounds every read)
+# blobs in a chain before a full one starts the next (bounds the script work of a read).
+# Not the byte bound: that is DELTA_RATIO. At 32 a mature model (a full state of MBs, 5
+# commits a second) rewrote its whole state every ~6 s — full blobs, not deltas, were most
+# of the bytes and grew with the model (docs/benchmarks.md, "Redis cost")
+MAX_CHAIN = 256
 # a full blob when the chain's deltas would outweigh its full blob this many times (2: a
 # chain is at most ~3 full states, writes ~1.5x what changed; measured in docs/benchmarks.md)
 DELTA_RATIO = 2.0
@@ -397,6 +401,8 @@ class Worker:
     async def _take(self, lease: Lease) -> None:
         """Load ``lease.model``'s committed state into a fresh learner."""
         m = lease.model
+        # logged as granted, before the (possibly long) load: a kill during it still shows
+        log.info("model %s: lease epoch %d, loading its state", m, lease.epoch)
         try:
             learner = build_learner(await self.store.get_spec(m))
             committed = await self.store.load_state(m)
@@ -420,7 +426,7 @@ class Worker:
             quality=quality,
         )
         self.stats["takeovers"] += 1
-        log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)
+        log.info("model %s: loaded at cursor %s", m, committed.cursor)
 
     async def _give_up(self, h: Held, flush: bool) -> None:
         if flush and (h.entries or h.dirty):
