@@ -182,7 +182,8 @@ def _kind(cmd: list[bytes]) -> str:
     part = key.split("}:", 1)[1] if "}:" in key else key
     part = part.split(":", 1)[0]
     if part == "blobs" and cmd[0].upper() == b"HSET" and len(cmd) >= 4 and len(cmd[3]) > 1:
-        if b"window_margins" in cmd[3][:512]:  # the header of a quality tracker state
+        head = cmd[3][:512]  # the header of a quality tracker state, full or delta
+        if b"window_margins" in head or b"qdelta" in head:
             return "blobs (quality)"
         return "blobs (full)" if cmd[3][1] == 0 else "blobs (delta)"
     return {"v": "versions (v:n)", "pred": "kept predictions (pred:*)"}.get(part, part)

@@ -51,7 +51,13 @@ from service.outage import Outage
 from service.settings import Settings
 from service.store import DeadLetter, Lease, Quality, StateBlob, Store, StreamEntry
 from service.store.base import parse_id
-from service.store.codec import column_of, decode_batch, encode_sparse
+from service.store.codec import (
+    column_of,
+    decode_batch,
+    encode_quality,
+    encode_quality_delta,
+    encode_sparse,
+)
 from workers.learners import (
     SERVING_LOCAL,
     STATE_LOCAL,
@@ -124,6 +130,10 @@ class Held:
     schain: list[int] = field(default_factory=list)
     axes: tuple[dict[str, int], dict[str, int]] = field(default_factory=lambda: ({}, {}))
     quality: QualityTracker | None = None  # binary models: progressive AUC and log loss
+    # the quality state of our last commit and the blob sizes of the stored quality chain
+    # (empty: the next quality blob is full)
+    qlast: dict[str, Any] | None = None
+    qchain: list[int] = field(default_factory=list)
 
     @property
     def model(self) -> str:
@@ -313,6 +323,13 @@ class Worker:
         mark = int(counters["examples_seen"]) // max(1, self.settings.history_every)
         started = time.perf_counter()
         state, chain, serving, schain, rows = self._blobs(h, publish)
+        quality, qchain = None, h.qchain
+        if h.quality is not None:
+            quality = quality_of(learner, h.quality)
+            qstate = dict(quality.state)
+            delta = encode_quality_delta(h.qlast, qstate) if h.qlast and h.qchain else None
+            qblob, qchain = _plan(h.qchain, delta, lambda: encode_quality(qstate))
+            quality = Quality(qstate, quality.figures, qblob.data)
         try:
             result = await self.store.commit(
                 h.lease,
@@ -324,7 +341,7 @@ class Worker:
                 dead=h.dead,
                 history=mark != h.history_mark or (publish and h.unpublished > 0),
                 serving=serving,
-                quality=None if h.quality is None else quality_of(learner, h.quality),
+                quality=quality,
             )
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1
@@ -337,6 +354,8 @@ class Worker:
         h.committed, h.applied, h.entries, h.dead = h.position, 0, 0, []
         h.last_commit, h.history_mark = now, mark
         h.chain, h.touched = chain, []
+        if quality is not None:
+            h.qlast, h.qchain = dict(quality.state), qchain
         if publish:
             h.schain, h.touched_pub = schain, []
         elif rows.size:

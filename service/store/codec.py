@@ -680,6 +680,118 @@ def decode_quality(payload: bytes | bytearray | memoryview) -> dict[str, StateVa
     return state
 
 
+QUALITY_KEYS = frozenset(
+    {"window", "examples", "loss_sum", "buckets", "counts", "window_margins", "window_labels"}
+)
+_QDELTA = "\0qdelta"  # in a quality delta: how many window entries leave from the front
+
+
+def encode_quality_delta(
+    prev: Mapping[str, StateValue], state: Mapping[str, StateValue]
+) -> bytes | None:
+    """``state`` as a delta on ``prev`` (both quality tracker states): the margins and
+    labels that entered the window (the oldest leave from the front), the histogram buckets
+    whose count changed, the scalars — ~1 KB per commit instead of the whole state (1,000
+    float64 margins and every bucket: 6–20 KB). A format-2 blob with the delta flag and no
+    feature axis. None when ``state`` cannot be written so (another shape of state, dtypes
+    that changed); the delta is checked by applying it, so what it decodes to is ``state``
+    to the bit."""
+    if set(prev) != QUALITY_KEYS or set(state) != QUALITY_KEYS:
+        return None
+    try:
+        pm, sm = np.asarray(prev["window_margins"]), np.asarray(state["window_margins"])
+        pl, sl = np.asarray(prev["window_labels"]), np.asarray(state["window_labels"])
+        pb, sb = np.asarray(prev["buckets"]), np.asarray(state["buckets"])
+        pc, sc = np.asarray(prev["counts"]), np.asarray(state["counts"])
+        if (pm.dtype, pl.dtype, pb.dtype, pc.dtype) != (sm.dtype, sl.dtype, sb.dtype, sc.dtype):
+            return None
+        entered = int(state["examples"]) - int(prev["examples"])
+        if entered < 0:
+            return None
+        kept = max(0, sm.shape[0] - entered)
+        drop = pm.shape[0] - kept
+        if drop < 0:
+            return None
+        keys = np.union1d(pb, sb)
+        old = np.zeros(keys.shape[0], dtype=sc.dtype)
+        new = np.zeros(keys.shape[0], dtype=sc.dtype)
+        old[np.searchsorted(keys, pb)] = pc
+        new[np.searchsorted(keys, sb)] = sc
+        changed = keys[(old != new) & np.isin(keys, sb)]
+        gone = np.setdiff1d(pb, sb).astype(sb.dtype)
+        delta = {
+            _QDELTA: drop,
+            "window": state["window"],
+            "examples": state["examples"],
+            "loss_sum": state["loss_sum"],
+            "margins": sm[kept:] if kept < sm.shape[0] else sm[:0],
+            "labels": sl[kept:] if kept < sl.shape[0] else sl[:0],
+            "keys": changed.astype(sb.dtype),
+            "counts": new[np.searchsorted(keys, changed)],
+            "gone": gone,
+        }
+        blob = encode_sparse(delta, {}, rows=np.zeros(0, dtype=np.int64), level=6)
+        got = _apply_quality_delta(prev, blob)
+    except (TypeError, ValueError, KeyError, DecodeError):
+        return None
+    for k in QUALITY_KEYS:
+        a, b = got[k], state[k]
+        if isinstance(b, np.ndarray):
+            if not (isinstance(a, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape):
+                return None
+            if a.tobytes() != b.tobytes():
+                return None
+        elif type(a) is not type(b) or _scalar(k, a) != _scalar(k, b):
+            return None
+    return blob
+
+
+def _apply_quality_delta(
+    prev: Mapping[str, StateValue], blob: bytes | bytearray | memoryview
+) -> dict[str, StateValue]:
+    buf = bytes(blob)
+    if len(buf) < 2 or buf[0] != SPARSE_FORMAT or not buf[1] & SPARSE_DELTA:
+        raise ValueError("not a quality delta")
+    d = _apply_sparse(buf, {})
+    drop = int(d[_QDELTA])
+    margins, labels = np.asarray(prev["window_margins"]), np.asarray(prev["window_labels"])
+    if not 0 <= drop <= margins.shape[0] or labels.shape != margins.shape:
+        raise ValueError("quality delta does not fit the state before it")
+    pb, pc = np.asarray(prev["buckets"]), np.asarray(prev["counts"])
+    keep = ~np.isin(pb, d["gone"]) & ~np.isin(pb, d["keys"])
+    keys = np.concatenate([pb[keep], d["keys"]]).astype(d["keys"].dtype)
+    counts = np.concatenate([pc[keep], d["counts"]]).astype(d["counts"].dtype)
+    order = np.argsort(keys, kind="stable")
+    return {
+        "window": d["window"],
+        "examples": d["examples"],
+        "loss_sum": d["loss_sum"],
+        "buckets": keys[order],
+        "counts": counts[order],
+        "window_margins": np.concatenate([margins[drop:], d["margins"]]),
+        "window_labels": np.concatenate([labels[drop:], d["labels"]]),
+    }
+
+
+def decode_quality_chain(
+    blobs: Sequence[bytes | bytearray | memoryview],
+) -> dict[str, StateValue]:
+    """A quality tracker state from its chain: a full blob (:func:`encode_quality`, or the
+    older format 1) then deltas (:func:`encode_quality_delta`); :class:`DecodeError` on
+    anything malformed."""
+    if not blobs or any(b is None for b in blobs):
+        raise DecodeError("cannot decode quality chain: a blob is missing")
+    state = decode_quality(blobs[0])
+    try:
+        for blob in blobs[1:]:
+            state = _apply_quality_delta(state, blob)
+    except DecodeError:
+        raise
+    except Exception as e:
+        raise DecodeError(f"cannot decode quality chain: {e}") from e
+    return state
+
+
 def needs_state(serving: Mapping[str, StateValue]) -> bool:
     """Whether decoded serving weights refer to their version's learner state."""
     return REF_KEY in serving

@@ -232,8 +232,8 @@ COMMIT = (
 --          the serving chain of the last version published from this state) or 'ref' (a
 --          full blob whose weights refer to the version's state: the version gets
 --          'sref' = 1), 22 quality figures (JSON, '' = none), 23 quality tracker state
---       blob, 24 the history point's quality figures (JSON, a subset of 22), 25 n dead,
---       then (entry id, reason, payload) per dead entry
+--       blob (full, or a delta on the stored 'qblob' chain: its format-2 delta flag),
+--       24 the history point's quality figures (JSON, a subset of 22), 25 n dead, then (entry id, reason, payload) per dead entry
 -- The writer is fenced by the epoch: the lease must hold its token, or have expired with
 -- nobody taking it since (epoch unchanged) — then the commit re-takes it.
 local tok = redis.call('GET', KEYS[1])
@@ -247,6 +247,10 @@ if cur ~= ARGV[2] then return {'conflict', cur} end
 local chain = redis.call('HGET', KEYS[2], 'chain')
 if ARGV[20] ~= 'full' and not chain then return {'nochain', 'state'} end
 local publishing = ARGV[11] == '1'
+-- a quality delta (format 2, delta flag) goes on the stored quality chain ('qblob')
+local qdelta = ARGV[22] ~= '' and string.byte(ARGV[23], 2) == 1
+local qchain = redis.call('HGET', KEYS[2], 'qblob')
+if qdelta and not qchain then return {'nochain', 'quality'} end
 local schain = redis.call('HGET', KEYS[2], 'schain')
 if publishing and ARGV[21] == 'delta' and not schain then return {'nochain', 'serving'} end
 if tok ~= ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[19]) end
@@ -263,10 +267,16 @@ redis.call('HINCRBY', KEYS[2], 'applied', ARGV[8])
 local quality = ARGV[22] ~= ''
 local qblob = nil
 if quality then
-  -- the tracker state is written once, as a blob the state (and the version) name
-  qblob = tostring(redis.call('HINCRBY', KEYS[2], 'bseq', 1))
-  redis.call('HSET', KEYS[12], qblob, ARGV[23])
-  if redis.call('HGET', KEYS[2], 'qblob') then collect = true end
+  -- the tracker state is written once, as a blob the state (and the version) name: a
+  -- full one starts a chain, a delta extends it
+  local q = tostring(redis.call('HINCRBY', KEYS[2], 'bseq', 1))
+  redis.call('HSET', KEYS[12], q, ARGV[23])
+  if qdelta then
+    qblob = qchain .. ',' .. q
+  else
+    qblob = q
+    if qchain then collect = true end
+  end
   redis.call('HSET', KEYS[2], 'quality', ARGV[22], 'qblob', qblob)
   redis.call('HDEL', KEYS[2], 'quality_state')
 end
@@ -307,12 +317,18 @@ return {'ok', tostring(ver), tostring(now)}
 LOAD_STATE = """
 -- KEYS: state, blobs
 -- Reply: cursor, examples_seen, mistakes, updates, applied, updated_at, format-1 blob,
---        quality tracker state (the 'qblob' blob, or the older inline 'quality_state'),
---        chain, then the chain's blobs in order (false where one is missing)
+--        the quality tracker state's blobs (its 'qblob' chain, or the older inline
+--        'quality_state'; false if none), chain, then the chain's blobs in order (false
+--        where one is missing)
 local f = redis.call('HMGET', KEYS[1], 'cursor', 'examples_seen', 'mistakes', 'updates',
   'applied', 'updated_at', 'blob', 'quality_state', 'chain', 'qblob')
-local q = f[8]
-if f[10] then q = redis.call('HGET', KEYS[2], f[10]) end
+local q = false
+if f[10] then
+  q = {}
+  for x in string.gmatch(f[10], '[^,]+') do q[#q + 1] = redis.call('HGET', KEYS[2], x) end
+elseif f[8] then
+  q = {f[8]}
+end
 local out = {f[1], f[2], f[3], f[4], f[5], f[6], f[7], q, f[9]}
 if f[9] then
   for x in string.gmatch(f[9], '[^,]+') do out[#out + 1] = redis.call('HGET', KEYS[2], x) end

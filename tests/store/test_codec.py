@@ -16,10 +16,12 @@ from service.store.codec import (
     decode_batch,
     decode_chain,
     decode_quality,
+    decode_quality_chain,
     decode_state,
     encode_batch,
     encode_batch_v1,
     encode_quality,
+    encode_quality_delta,
     encode_sparse,
     encode_state,
     feature_axes,
@@ -487,3 +489,59 @@ def test_quality_state_is_compressed_and_old_quality_blobs_still_decode() -> Non
         decode_quality(blob[:-4])
     empty = QualityTracker().get_state()
     assert decode_quality(encode_quality(empty))["buckets"].tolist() == []
+
+
+def _same_quality(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert set(got) == set(want)
+    for k, v in want.items():
+        if isinstance(v, np.ndarray):
+            assert got[k].dtype == v.dtype and got[k].tobytes() == v.tobytes(), k
+        else:
+            assert type(got[k]) is type(v) and (got[k] == v or math.isnan(v)), k
+
+
+def test_quality_chains_replay_to_the_bit() -> None:
+    """Each commit's quality tracker state as a delta on the one before (the margins that
+    entered the window, the buckets whose count changed): a tenth of a full blob, and the
+    chain decodes to the tracker state exactly — -0.0, subnormal and huge margins, a
+    window that is not full yet, commits that learned nothing or more than a window."""
+    from service.learning.quality import QualityTracker
+
+    rng = np.random.default_rng(5)
+    tracker = QualityTracker()
+    prev = tracker.get_state()
+    chain = [encode_quality(prev)]
+    sizes = []
+    for i in range(40):
+        n = [0, 1, 90, 1500][i % 4]
+        margins = rng.standard_normal(n) * 4
+        if n:
+            margins[0] = [-0.0, 5e-324, 1e300, -7.5][i % 4]
+        tracker.update(margins, (rng.random(n) < 0.5).astype(np.int32), "calibrated-sigmoid")
+        state = tracker.get_state()
+        delta = encode_quality_delta(prev, state)
+        assert delta is not None
+        chain.append(delta)
+        if n == 90:
+            sizes.append((len(delta), len(encode_quality(state))))
+        _same_quality(decode_quality_chain(chain), state)
+        prev = state
+    assert all(d < f / 4 for d, f in sizes[1:]), sizes  # once the window is full
+
+
+def test_quality_deltas_refuse_what_they_cannot_write() -> None:
+    from service.learning.quality import QualityTracker
+
+    t = QualityTracker()
+    t.update(np.array([0.5, -1.0]), np.array([1, 0]), "calibrated-sigmoid")
+    s1 = t.get_state()
+    t.update(np.array([2.0]), np.array([1]), "calibrated-sigmoid")
+    s2 = t.get_state()
+    assert encode_quality_delta(s2, s1) is None  # examples went back
+    wider = {**s2, "counts": s2["counts"].astype(np.int64)}
+    assert encode_quality_delta(s1, wider) is None  # a dtype changed: a full blob
+    assert encode_quality_delta({**s1, "extra": 1}, s2) is None
+    with pytest.raises(DecodeError):
+        decode_quality_chain([encode_quality_delta(s1, s2) or b""])  # no full blob first
+    with pytest.raises(DecodeError):
+        decode_quality_chain([encode_quality(s1), encode_quality(s2)])  # not a delta

@@ -249,3 +249,26 @@ async def test_quality_blobs_follow_rollback_and_are_collected(store: Store) -> 
         for f in await store.client.hmget(key, ["chain", "schain", "qblob"]):
             named |= set(f.split(b",")) if f else set()
     assert set(await store.client.hkeys(k.blobs("q"))) == named
+
+
+async def test_a_quality_delta_without_a_stored_chain_is_refused(store: Store) -> None:
+    """A quality delta can only extend a stored quality chain; otherwise the commit is
+    refused before anything is written."""
+    from service.errors import CommitConflict
+    from service.store.codec import encode_quality_delta
+
+    await store.create_model("d", SPEC)
+    lease = await store.acquire("d", "w")
+    assert lease is not None
+    t = QualityTracker()
+    s1 = t.get_state()
+    t.update(np.array([1.0]), np.array([1]), "calibrated-sigmoid")
+    delta = encode_quality_delta(s1, t.get_state())
+    assert delta is not None
+    with pytest.raises(CommitConflict, match="quality"):
+        await store.commit(
+            lease, expected_cursor="0-0", cursor="0-0", state={"w": np.zeros(3)},
+            counters={}, applied=0, quality=Quality(t.get_state(), t.summary(), delta),
+        )  # fmt: skip
+    assert await store.client.hget(store.keys.state("d"), "cursor") is None
+    assert not await store.client.exists(store.keys.blobs("d"))
