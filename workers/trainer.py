@@ -73,11 +73,12 @@ from workers.reader import Reader
 log = logging.getLogger("streamlearn.worker")
 
 DEAD_PAYLOAD_BYTES = 64 * 1024  # a dead letter keeps the head of its entry, not 1 MB of it
-# blobs in a chain before a full one starts the next (bounds the script work of a read).
-# Not the byte bound: that is DELTA_RATIO. At 32 a mature model (a full state of MBs, 5
-# commits a second) rewrote its whole state every ~6 s — full blobs, not deltas, were most
-# of the bytes and grew with the model (docs/benchmarks.md, "Redis cost")
-MAX_CHAIN = 256
+# blobs in a chain before a full one starts the next: bounds what a read decodes. The API
+# re-reads a version's whole chain at every version, so longer chains cost read latency: at
+# 256 (the deltas bounded by DELTA_RATIO alone) a mature model wrote 17.6x the ingested bytes
+# instead of 23.4x but served 650 instead of 1,012 ingest requests/s, p99 162 vs 93 ms
+# (docs/benchmarks.md). Raise it once versions are read incrementally.
+MAX_CHAIN = 32
 # a full blob when the chain's deltas would outweigh its full blob this many times (2: a
 # chain is at most ~3 full states, writes ~1.5x what changed; measured in docs/benchmarks.md)
 DELTA_RATIO = 2.0
