@@ -21,6 +21,11 @@ by the text's hash (the bytes do not depend on them). ::
     python3 bench/redis_cost.py mixed --seconds 20
     python3 bench/redis_cost.py memory --messages 5000
     python3 bench/redis_cost.py both --src /path/to/another/checkout   # before/after
+    python3 bench/redis_cost.py mixed --prefill 100000   # a mature model (full state ~MBs)
+
+``--prefill N`` teaches the model N texts (``--prefill-texts``, default synthetic) before
+the mixed load: a fresh model's full state is small, a mature one's is not, and what a
+commit costs must not grow with it.
 """
 
 from __future__ import annotations
@@ -177,6 +182,9 @@ def _kind(cmd: list[bytes]) -> str:
     part = key.split("}:", 1)[1] if "}:" in key else key
     part = part.split(":", 1)[0]
     if part == "blobs" and cmd[0].upper() == b"HSET" and len(cmd) >= 4 and len(cmd[3]) > 1:
+        head = cmd[3][:512]  # the header of a quality tracker state, full or delta
+        if b"window_margins" in head or b"qdelta" in head:
+            return "blobs (quality)"
         return "blobs (full)" if cmd[3][1] == 0 else "blobs (delta)"
     return {"v": "versions (v:n)", "pred": "kept predictions (pred:*)"}.get(part, part)
 
@@ -243,10 +251,34 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000 if xs else float("nan")
 
 
+async def prefill(port: int, corpus: list[str], n: int, per_request: int = 200) -> None:
+    """Teach the model ``n`` texts (a mature model: its full state is no longer small) and
+    wait until the worker has learned them."""
+    async with Client(port) as c:
+        sent = 1
+        for i in range(0, n, per_request):
+            chunk = [
+                example(corpus[(7 * j) % len(corpus)]) for j in range(i, min(n, i + per_request))
+            ]
+            while True:
+                status, _ = await c.call("POST", f"/models/{MODEL}/examples", {"examples": chunk})
+                if status == 202:
+                    break
+                await asyncio.sleep(0.2)  # backpressure
+            sent += len(chunk)
+        for _ in range(3000):
+            status, m = await c.call("GET", f"/models/{MODEL}/metrics")
+            if m["examples_seen"] >= sent and m["lag"] == 0:
+                return
+            await asyncio.sleep(0.1)
+
+
 async def mixed(args: argparse.Namespace) -> None:
     corpus = texts(args.texts, 20_000)
     with Services(args.src) as svc:
         await create_and_warm(svc.api_port, corpus)
+        if args.prefill:
+            await prefill(svc.api_port, texts(args.prefill_texts, args.prefill), args.prefill)
         await asyncio.sleep(2.0)
         info0, aof0 = svc.r.info("stats"), svc.aof_bytes()
         kinds0 = svc.aof_by_kind()
@@ -282,7 +314,7 @@ async def mixed(args: argparse.Namespace) -> None:
         info1, aof1 = svc.r.info("stats"), svc.aof_bytes()
         kinds1 = svc.aof_by_kind()
         net = info1["total_net_input_bytes"] - info0["total_net_input_bytes"]
-        print(f"\nmixed load, {took:.1f} s, src {args.src}")
+        print(f"\nmixed load, {took:.1f} s, src {args.src}, prefill {args.prefill:,}")
         print("| | requests/s | p50 ms | p99 ms |\n|---|---|---|---|")
         for kind, xs in lat.items():
             print(f"| {kind} | {len(xs) / took:,.0f} | {pct(xs, 0.5):.1f} | {pct(xs, 0.99):.1f} |")
@@ -356,6 +388,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--ingest-conns", type=int, default=8)
     p.add_argument("--predict-conns", type=int, default=8)
+    p.add_argument(
+        "--prefill",
+        type=int,
+        default=0,
+        help="mixed: teach the model this many texts first (a mature model)",
+    )
+    p.add_argument("--prefill-texts", help="texts for --prefill (default: synthetic)")
     p.add_argument("--messages", type=int, default=5000)
     p.add_argument("--per-request", type=int, default=25)
     p.add_argument("--pause", type=float, default=0.05, help="seconds between memory requests")

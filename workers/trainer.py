@@ -19,8 +19,9 @@ One :class:`Worker` serves every model whose lease it holds. :meth:`Worker.run` 
 4. decode, check and learn each entry through the compiled batch path; an entry that cannot
    be decoded or checked becomes a dead letter (acknowledged with the next commit);
 5. commit every ``commit_ms`` / ``commit_examples``, and publish a version (in the same
-   atomic step) every ``publish_ms`` / ``publish_examples`` — and at once when a read finds
-   nothing new (the streams are drained), so the last entry of a burst is served promptly.
+   atomic step) every ``publish_ms`` / ``publish_examples`` — and when a read finds
+   nothing new (the streams are drained) and the last commit is ``DRAIN_GAP_MS`` old, so the
+   last entry of a burst is served promptly without a commit per drain under steady load.
    A commit writes only the feature rows learned since the last one (a delta blob on the
    stored chain) and a version only the served rows changed since the last version; a full
    (sparse) blob starts a new chain when the deltas outweigh it (see :func:`_plan`).
@@ -62,7 +63,13 @@ from service.settings import Settings
 from service.store import DeadLetter, Lease, Quality, StateBlob, Store, StreamEntry
 from service.store.base import parse_id
 from service.store.channels import model_messages
-from service.store.codec import column_of, decode_batch, encode_sparse
+from service.store.codec import (
+    column_of,
+    decode_batch,
+    encode_quality,
+    encode_quality_delta,
+    encode_sparse,
+)
 from workers.learners import (
     SERVING_LOCAL,
     STATE_LOCAL,
@@ -76,12 +83,20 @@ from workers.reader import Reader
 log = logging.getLogger("streamlearn.worker")
 
 DEAD_PAYLOAD_BYTES = 64 * 1024  # a dead letter keeps the head of its entry, not 1 MB of it
-MAX_CHAIN = 32  # blobs in a chain before a full one starts the next (bounds every read)
+# blobs in a chain before a full one starts the next: bounds what a read decodes. The API
+# re-reads a version's whole chain at every version, so longer chains cost read latency: at
+# 256 (the deltas bounded by DELTA_RATIO alone) a mature model wrote 17.6x the ingested bytes
+# instead of 23.4x but served 650 instead of 1,012 ingest requests/s, p99 162 vs 93 ms
+# (docs/benchmarks.md). Raise it once versions are read incrementally.
+MAX_CHAIN = 32
 # a full blob when the chain's deltas would outweigh its full blob this many times (2: a
 # chain is at most ~3 full states, writes ~1.5x what changed; measured in docs/benchmarks.md)
 DELTA_RATIO = 2.0
 SWEEP_MODELS = 16  # models checked for entries per heartbeat, in turn (the last-resort net)
 MODEL_LIST_S = 60.0  # how long the list of models swept is reused
+# a drained stream commits at most this often (and never later than this after a burst):
+# at ~500 single examples/s a flush per drain made ~7 commits/s instead of <= 5
+DRAIN_GAP_MS = 200
 
 
 def _plan(chain: list[int], delta: bytes | None, full: Any) -> tuple[StateBlob, list[int]]:
@@ -135,6 +150,10 @@ class Held:
     last_active: float = field(default_factory=time.monotonic)  # last read that had entries
     nbytes: int = 0  # the learner's arrays (what worker_memory_bytes bounds)
     drained: bool = False  # the last read found nothing after our position
+    # the quality state of our last commit and the blob sizes of the stored quality chain
+    # (empty: the next quality blob is full)
+    qlast: dict[str, Any] | None = None
+    qchain: list[int] = field(default_factory=list)
 
     @property
     def model(self) -> str:
@@ -316,6 +335,12 @@ class Worker:
 
     async def _flush_one(self, h: Held, force: bool) -> None:
         s, now = self.settings, time.monotonic()
+        # a drained stream (force) flushes at once, but not twice within DRAIN_GAP_MS (or
+        # commit_ms / publish_ms when shorter): under a steady load the worker drains every
+        # few ms, and each commit writes every feature row it learned since the last one;
+        # the next empty read, block_ms later, flushes what is left of a burst
+        gap = min(s.commit_ms, s.publish_ms, DRAIN_GAP_MS) / 1000
+        force = force and now - h.last_commit >= gap
         pending = h.entries > 0
         publish = h.dirty and (
             force
@@ -363,6 +388,13 @@ class Worker:
         mark = int(counters["examples_seen"]) // max(1, self.settings.history_every)
         started = time.perf_counter()
         state, chain, serving, schain, rows = self._blobs(h, publish)
+        quality, qchain = None, h.qchain
+        if h.quality is not None:
+            quality = quality_of(learner, h.quality)
+            qstate = dict(quality.state)
+            delta = encode_quality_delta(h.qlast, qstate) if h.qlast and h.qchain else None
+            qblob, qchain = _plan(h.qchain, delta, lambda: encode_quality(qstate))
+            quality = Quality(qstate, quality.figures, qblob.data)
         try:
             result = await self.store.commit(
                 h.lease,
@@ -374,7 +406,7 @@ class Worker:
                 dead=h.dead,
                 history=mark != h.history_mark or (publish and h.unpublished > 0),
                 serving=serving,
-                quality=None if h.quality is None else quality_of(learner, h.quality),
+                quality=quality,
             )
         except (LeaseLost, CommitConflict) as e:
             self.stats["refused"] += 1
@@ -388,6 +420,8 @@ class Worker:
         h.committed, h.applied, h.entries, h.dead = h.position, 0, 0, []
         h.last_commit, h.history_mark = now, mark
         h.chain, h.touched = chain, []
+        if quality is not None:
+            h.qlast, h.qchain = dict(quality.state), qchain
         if publish:
             h.schain, h.touched_pub = schain, []
         elif rows.size:
@@ -579,6 +613,8 @@ class Worker:
     async def _take(self, lease: Lease) -> None:
         """Load ``lease.model``'s committed state into a fresh learner."""
         m = lease.model
+        # logged as granted, before the (possibly long) load: a kill during it still shows
+        log.info("model %s: lease epoch %d, loading its state", m, lease.epoch)
         try:
             learner = build_learner(await self.store.get_spec(m))
             committed = await self.store.load_state(m)
@@ -603,7 +639,7 @@ class Worker:
             nbytes=sum(int(v.nbytes) for v in state_view(learner).values() if hasattr(v, "nbytes")),
         )
         self.stats["takeovers"] += 1
-        log.info("model %s: lease epoch %d, cursor %s", m, lease.epoch, committed.cursor)
+        log.info("model %s: loaded at cursor %s", m, committed.cursor)
 
     async def _give_up(self, h: Held, flush: bool) -> None:
         """Release ``h`` (after committing what is in hand, with ``flush``). Entries

@@ -15,6 +15,23 @@ Batch entry (format 1)::
     then         indptr int64[n+1] · data float64[nnz] · indices int32[nnz] · y int32[n]
                  (each padded to 8 bytes) · ids as orjson (ids_len bytes, may be 0)
 
+Batch entry (format 2, what :func:`encode_batch` writes; format 1 is still read)::
+
+    byte 0       0x02
+    byte 1       flags: 1 = data as float32, 4 = data as one magnitude per row and a sign
+                 bit per non-zero (as format 1), 16 = indices as gaps (each row's first
+                 index, then the differences to the one before: every row strictly
+                 increasing, as the featurizer writes them), else as zigzag varints
+    then         varints n, nnz, ids_len
+    then         data (float64[nnz], float32[nnz], or float64[n] + the packed sign bits)
+    then         varints: n row lengths · n zigzag labels · nnz indices (gaps or zigzag)
+    then         ids as orjson (ids_len bytes, may be 0)
+
+Varints are LEB128 (7 bits a byte, low first, at most 5 bytes). A hashed index costs about
+2.2 bytes (gaps between ~90 sorted indices of 2**20 are below 2**14 three times in four),
+a row 2 bytes plus its magnitude: an SMS-sized text with word and character n-grams is
+~35% smaller than in format 1, decoded with a handful of vectorised numpy calls.
+
 The narrow forms are used only when they are exact (every value survives float32, every
 index is below 65,536 or 2**24, every value of a row has the same magnitude): binary and
 count features, small dims, cost 6 or 4 bytes a non-zero on the wire and in Redis instead
@@ -81,15 +98,19 @@ import orjson
 
 from service.errors import DecodeError
 from service.learning.features import Batch
+from service.store import _varint as _varint_code
 
-BATCH_FORMAT = 1
+BATCH_FORMAT = 2
+BATCH_FORMAT_V1 = 1
 STATE_FORMAT = 1
 SPARSE_FORMAT = 2
 SPARSE_DELTA = 1
 REF_KEY = "\0ref"  # where decode_chain leaves a serving blob's references (resolve_serving)
 _BATCH_HEAD = struct.Struct("<BB6xQQQ")
 DATA_F32, INDICES_U16, ROW_SCALE, INDICES_U24 = 1, 2, 4, 8
+INDICES_GAPS = 16  # format 2
 _FLAGS = DATA_F32 | INDICES_U16 | ROW_SCALE | INDICES_U24
+_FLAGS_V2 = DATA_F32 | ROW_SCALE | INDICES_GAPS
 _STATE_HEAD = struct.Struct("<B7xQ")
 _SPARSE_HEAD = struct.Struct("<BB6xQ")
 
@@ -104,7 +125,56 @@ def _pad(n: int) -> int:
 
 
 def encode_batch(batch: Batch, ids: Sequence[str | None] | None = None) -> bytes:
-    """Encode a batch (and optionally its example ids) as one stream entry payload."""
+    """Encode a batch (and optionally its example ids) as one stream entry payload
+    (format 2: varints; the module docstring)."""
+    ids_bytes = b"" if ids is None else orjson.dumps(list(ids))
+    n, nnz = batch.n, batch.nnz
+    indptr = np.asarray(batch.indptr, dtype=np.int64)
+    data: np.ndarray = np.ascontiguousarray(batch.data, dtype="<f8")
+    indices = np.asarray(batch.indices, dtype=np.int32)
+    flags = 0
+    values = data.tobytes()
+    if nnz:
+        with np.errstate(over="ignore", invalid="ignore"):
+            narrow = data.astype("<f4")
+        if np.array_equal(narrow.astype("<f8"), data):  # exact (NaN never is: kept wide)
+            values, flags = narrow.tobytes(), DATA_F32
+        scaled = _row_scale(indptr, data, n, nnz)
+        if scaled is not None and len(scaled) < len(values):
+            values, flags = scaled, ROW_SCALE
+    words, gaps = _varint_code.encode_rows(
+        indptr, np.ascontiguousarray(batch.y, dtype=np.int32), np.ascontiguousarray(indices)
+    )
+    if gaps:
+        flags |= INDICES_GAPS
+    head = bytes([BATCH_FORMAT, flags]) + _varint(n) + _varint(nnz) + _varint(len(ids_bytes))
+    return b"".join([head, values, words.tobytes(), ids_bytes])
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, v = v & 127, v >> 7
+        out.append(byte | (128 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _read_varint(buf: bytes | bytearray, off: int) -> tuple[int, int]:
+    v = shift = 0
+    while True:
+        if off >= len(buf) or shift > 63:
+            raise ValueError("truncated or overlong header varint")
+        byte = buf[off]
+        v |= (byte & 127) << shift
+        off, shift = off + 1, shift + 7
+        if byte < 128:
+            return v, off
+
+
+def encode_batch_v1(batch: Batch, ids: Sequence[str | None] | None = None) -> bytes:
+    """Format 1 (fixed-width arrays, 8-byte aligned): what entries were before format 2;
+    still decoded (a stream may hold both while an upgrade rolls out)."""
     ids_bytes = b"" if ids is None else orjson.dumps(list(ids))
     n, nnz = batch.n, batch.nnz
     data: np.ndarray = np.ascontiguousarray(batch.data, dtype="<f8")
@@ -126,7 +196,7 @@ def encode_batch(batch: Batch, ids: Sequence[str | None] | None = None) -> bytes
         elif lo >= 0 and hi < 1 << 24:
             index_raw = indices.astype("<u4").view(np.uint8).reshape(nnz, 4)[:, :3].tobytes()
             flags |= INDICES_U24
-    parts = [_BATCH_HEAD.pack(BATCH_FORMAT, flags, n, nnz, len(ids_bytes))]
+    parts = [_BATCH_HEAD.pack(BATCH_FORMAT_V1, flags, n, nnz, len(ids_bytes))]
     for arr, dtype, given in (
         (batch.indptr, "<i8", None),
         (data, data.dtype.str, data_raw),
@@ -160,8 +230,10 @@ def decode_batch(payload: bytes | bytearray | memoryview) -> tuple[Batch, list[s
     """
     try:
         buf = bytearray(payload)
+        if buf[:1] == bytes([BATCH_FORMAT]):
+            return _decode_batch_v2(buf)
         fmt, flags, n, nnz, ids_len = _BATCH_HEAD.unpack_from(buf, 0)
-        if fmt != BATCH_FORMAT:
+        if fmt != BATCH_FORMAT_V1:
             raise ValueError(f"unknown batch format {fmt}")
         if flags & ~_FLAGS or (flags & DATA_F32 and flags & ROW_SCALE):
             raise ValueError(f"unknown batch flags {flags}")
@@ -222,6 +294,42 @@ def decode_batch(payload: bytes | bytearray | memoryview) -> tuple[Batch, list[s
         raise
     except Exception as e:
         raise DecodeError(f"cannot decode batch: {e}") from e
+
+
+def _decode_batch_v2(buf: bytearray) -> tuple[Batch, list[str | None] | None]:
+    flags = buf[1]
+    if flags & ~_FLAGS_V2 or (flags & DATA_F32 and flags & ROW_SCALE):
+        raise ValueError(f"unknown batch flags {flags}")
+    n, off = _read_varint(buf, 2)
+    nnz, off = _read_varint(buf, off)
+    ids_len, off = _read_varint(buf, off)
+    if 2 * n + nnz + ids_len > len(buf):  # every row and non-zero takes a varint byte at least
+        raise ValueError(f"batch length {len(buf)} does not match its header")
+    width = 4 if flags & DATA_F32 else 8
+    vsize = 8 * n + (nnz + 7) // 8 if flags & ROW_SCALE else width * nnz
+    end = len(buf) - ids_len
+    if off + vsize > end:
+        raise ValueError("truncated batch")
+    section = np.frombuffer(buf, dtype=np.uint8, count=end - off - vsize, offset=off + vsize)
+    indptr, y, indices, err = _varint_code.decode_rows(section, n, nnz, bool(flags & INDICES_GAPS))
+    if err:
+        raise ValueError(_varint_code.MESSAGES[err])
+    counts = np.diff(indptr)
+    if flags & ROW_SCALE:
+        scale = np.frombuffer(buf, dtype="<f8", count=n, offset=off)
+        bits = np.frombuffer(buf, dtype=np.uint8, count=(nnz + 7) // 8, offset=off + 8 * n)
+        signs = np.unpackbits(bits, count=nnz, bitorder="little").astype(bool)
+        mag = np.repeat(scale, counts)
+        data = np.where(signs, -mag, mag)
+    else:
+        dtype = "<f4" if flags & DATA_F32 else "<f8"
+        data = np.frombuffer(buf, dtype=dtype, count=nnz, offset=off).astype(np.float64)
+    ids: list[str | None] | None = None
+    if ids_len:
+        ids = orjson.loads(bytes(buf[end:]))
+        if not isinstance(ids, list) or len(ids) != n:
+            raise ValueError("ids do not match the number of rows")
+    return Batch(indptr, indices, np.ascontiguousarray(data, dtype=np.float64), y), ids
 
 
 # --- states ------------------------------------------------------------------------------
@@ -569,6 +677,118 @@ def decode_quality(payload: bytes | bytearray | memoryview) -> dict[str, StateVa
         if not isinstance(gaps, np.ndarray) or gaps.ndim != 1 or gaps.dtype.kind != "u":
             raise DecodeError(f"quality state: {name!r} is not an array of gaps")
         state[name] = np.cumsum(gaps, dtype=gaps.dtype)
+    return state
+
+
+QUALITY_KEYS = frozenset(
+    {"window", "examples", "loss_sum", "buckets", "counts", "window_margins", "window_labels"}
+)
+_QDELTA = "\0qdelta"  # in a quality delta: how many window entries leave from the front
+
+
+def encode_quality_delta(
+    prev: Mapping[str, StateValue], state: Mapping[str, StateValue]
+) -> bytes | None:
+    """``state`` as a delta on ``prev`` (both quality tracker states): the margins and
+    labels that entered the window (the oldest leave from the front), the histogram buckets
+    whose count changed, the scalars — ~1 KB per commit instead of the whole state (1,000
+    float64 margins and every bucket: 6–20 KB). A format-2 blob with the delta flag and no
+    feature axis. None when ``state`` cannot be written so (another shape of state, dtypes
+    that changed); the delta is checked by applying it, so what it decodes to is ``state``
+    to the bit."""
+    if set(prev) != QUALITY_KEYS or set(state) != QUALITY_KEYS:
+        return None
+    try:
+        pm, sm = np.asarray(prev["window_margins"]), np.asarray(state["window_margins"])
+        pl, sl = np.asarray(prev["window_labels"]), np.asarray(state["window_labels"])
+        pb, sb = np.asarray(prev["buckets"]), np.asarray(state["buckets"])
+        pc, sc = np.asarray(prev["counts"]), np.asarray(state["counts"])
+        if (pm.dtype, pl.dtype, pb.dtype, pc.dtype) != (sm.dtype, sl.dtype, sb.dtype, sc.dtype):
+            return None
+        entered = int(state["examples"]) - int(prev["examples"])
+        if entered < 0:
+            return None
+        kept = max(0, sm.shape[0] - entered)
+        drop = pm.shape[0] - kept
+        if drop < 0:
+            return None
+        keys = np.union1d(pb, sb)
+        old = np.zeros(keys.shape[0], dtype=sc.dtype)
+        new = np.zeros(keys.shape[0], dtype=sc.dtype)
+        old[np.searchsorted(keys, pb)] = pc
+        new[np.searchsorted(keys, sb)] = sc
+        changed = keys[(old != new) & np.isin(keys, sb)]
+        gone = np.setdiff1d(pb, sb).astype(sb.dtype)
+        delta = {
+            _QDELTA: drop,
+            "window": state["window"],
+            "examples": state["examples"],
+            "loss_sum": state["loss_sum"],
+            "margins": sm[kept:] if kept < sm.shape[0] else sm[:0],
+            "labels": sl[kept:] if kept < sl.shape[0] else sl[:0],
+            "keys": changed.astype(sb.dtype),
+            "counts": new[np.searchsorted(keys, changed)],
+            "gone": gone,
+        }
+        blob = encode_sparse(delta, {}, rows=np.zeros(0, dtype=np.int64), level=6)
+        got = _apply_quality_delta(prev, blob)
+    except (TypeError, ValueError, KeyError, DecodeError):
+        return None
+    for k in QUALITY_KEYS:
+        a, b = got[k], state[k]
+        if isinstance(b, np.ndarray):
+            if not (isinstance(a, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape):
+                return None
+            if a.tobytes() != b.tobytes():
+                return None
+        elif type(a) is not type(b) or _scalar(k, a) != _scalar(k, b):
+            return None
+    return blob
+
+
+def _apply_quality_delta(
+    prev: Mapping[str, StateValue], blob: bytes | bytearray | memoryview
+) -> dict[str, StateValue]:
+    buf = bytes(blob)
+    if len(buf) < 2 or buf[0] != SPARSE_FORMAT or not buf[1] & SPARSE_DELTA:
+        raise ValueError("not a quality delta")
+    d = _apply_sparse(buf, {})
+    drop = int(d[_QDELTA])
+    margins, labels = np.asarray(prev["window_margins"]), np.asarray(prev["window_labels"])
+    if not 0 <= drop <= margins.shape[0] or labels.shape != margins.shape:
+        raise ValueError("quality delta does not fit the state before it")
+    pb, pc = np.asarray(prev["buckets"]), np.asarray(prev["counts"])
+    keep = ~np.isin(pb, d["gone"]) & ~np.isin(pb, d["keys"])
+    keys = np.concatenate([pb[keep], d["keys"]]).astype(d["keys"].dtype)
+    counts = np.concatenate([pc[keep], d["counts"]]).astype(d["counts"].dtype)
+    order = np.argsort(keys, kind="stable")
+    return {
+        "window": d["window"],
+        "examples": d["examples"],
+        "loss_sum": d["loss_sum"],
+        "buckets": keys[order],
+        "counts": counts[order],
+        "window_margins": np.concatenate([margins[drop:], d["margins"]]),
+        "window_labels": np.concatenate([labels[drop:], d["labels"]]),
+    }
+
+
+def decode_quality_chain(
+    blobs: Sequence[bytes | bytearray | memoryview],
+) -> dict[str, StateValue]:
+    """A quality tracker state from its chain: a full blob (:func:`encode_quality`, or the
+    older format 1) then deltas (:func:`encode_quality_delta`); :class:`DecodeError` on
+    anything malformed."""
+    if not blobs or any(b is None for b in blobs):
+        raise DecodeError("cannot decode quality chain: a blob is missing")
+    state = decode_quality(blobs[0])
+    try:
+        for blob in blobs[1:]:
+            state = _apply_quality_delta(state, blob)
+    except DecodeError:
+        raise
+    except Exception as e:
+        raise DecodeError(f"cannot decode quality chain: {e}") from e
     return state
 
 

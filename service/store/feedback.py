@@ -7,9 +7,12 @@ arrives the API takes that row back and appends it with the given label; after t
 is unknown (404). Keeping a batch of 1,000 predictions is one SET, not 1,000; several groups
 go out in one pipelined round trip (no MULTI: each key stands alone).
 
-Value format (little endian): format byte ``2``, ``uint32`` rows, ``uint32`` nnz, then
-``int64`` indptr, ``int32`` indices and ``float64`` values — decoded with
-:func:`numpy.frombuffer`, no per-feature Python.
+Value format: format byte ``3`` then the batch as a stream entry stores it
+(``codec.encode_batch``, format 2: varint row lengths, gap-coded indices, one magnitude per
+row for L2-normalised binary text) — ~2.3 bytes a non-zero for hashed text instead of 12.
+Format ``2`` (written before; still read while such keys live out their TTL): format byte,
+``uint32`` rows, ``uint32`` nnz, then ``int64`` indptr, ``int32`` indices and ``float64``
+values.
 
 The per-model TTL is kept as the ``feedback_ttl`` field of the model's spec hash, written by
 the create script together with the spec (creation is atomic: a model is never seen without
@@ -28,9 +31,11 @@ import numpy as np
 
 from service.errors import DecodeError, PredictionNotFound
 from service.learning.batch import Batch
+from service.store import codec
 from service.store.base import StoreBase, guarded
 
-FORMAT = 2
+FORMAT = 3  # a codec batch follows
+FORMAT_V2 = 2
 _HEAD = struct.Struct("<BII")
 TTL_FIELD = "feedback_ttl"
 
@@ -54,8 +59,14 @@ def parse_prediction_id(pid: str) -> tuple[str, int] | None:
 
 
 def encode_batch(batch: Batch) -> bytes:
+    """What a kept prediction group stores (format 3)."""
+    return bytes([FORMAT]) + codec.encode_batch(batch)
+
+
+def encode_batch_v2(batch: Batch) -> bytes:
+    """Format 2, as kept before format 3 (still decoded)."""
     return (
-        _HEAD.pack(FORMAT, batch.n, batch.nnz)
+        _HEAD.pack(FORMAT_V2, batch.n, batch.nnz)
         + np.ascontiguousarray(batch.indptr, dtype="<i8").tobytes()
         + np.ascontiguousarray(batch.indices, dtype="<i4").tobytes()
         + np.ascontiguousarray(batch.data, dtype="<f8").tobytes()
@@ -64,9 +75,18 @@ def encode_batch(batch: Batch) -> bytes:
 
 def decode_row(raw: bytes, row: int) -> tuple[np.ndarray, np.ndarray]:
     """Row ``row`` of a kept batch: (indices, values)."""
+    if raw[:1] == bytes([FORMAT]):
+        try:
+            batch, _ = codec.decode_batch(memoryview(raw)[1:])
+        except DecodeError as exc:
+            raise DecodeError(f"kept prediction cannot be decoded: {exc.message}") from exc
+        if not 0 <= row < batch.n:
+            raise IndexError(row)
+        lo, hi = int(batch.indptr[row]), int(batch.indptr[row + 1])
+        return batch.indices[lo:hi].copy(), batch.data[lo:hi].copy()
     try:
         fmt, n, nnz = _HEAD.unpack_from(raw)
-        if fmt != FORMAT:
+        if fmt != FORMAT_V2:
             raise ValueError(f"unknown kept-prediction format {fmt}")
         if not 0 <= row < n:
             raise IndexError(row)

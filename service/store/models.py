@@ -23,7 +23,7 @@ from service.store.base import guarded, next_id, text
 from service.store.codec import (
     StateValue,
     decode_chain,
-    decode_quality,
+    decode_quality_chain,
     decode_state,
     encode_quality,
     encode_sparse,
@@ -101,6 +101,9 @@ class Quality:
 
     state: Mapping[str, StateValue]
     figures: Mapping[str, Any]
+    # the state as written: a full blob (encode_quality, the default) or a delta on the
+    # stored quality chain (encode_quality_delta; refused as "nochain" if none is stored)
+    blob: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,7 +283,7 @@ class Store(StreamOps, VersionOps, FeedbackOps, EventOps):
             applied=int(applied or 0),
             updated_at=int(updated) if updated else None,
             chain=tuple(len(b) for b in blobs) if chain else (),
-            quality=decode_quality(quality) if quality else None,
+            quality=decode_quality_chain(quality) if quality else None,
         )
 
     @guarded
@@ -364,7 +367,11 @@ class Store(StreamOps, VersionOps, FeedbackOps, EventOps):
                 if served.ref
                 else "delta",
                 orjson.dumps(dict(quality.figures)) if quality is not None else b"",
-                encode_quality(quality.state) if quality is not None else b"",
+                b""
+                if quality is None
+                else quality.blob
+                if quality.blob is not None
+                else encode_quality(quality.state),
                 orjson.dumps({f: quality.figures.get(f) for f in QUALITY_FIGURES})
                 if quality is not None
                 else b"",

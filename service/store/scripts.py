@@ -79,6 +79,18 @@ if redis.call('EXISTS', KEYS[5]) == 0 then return {{'nomodel'}} end
 local max_lag = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local appended = tonumber(redis.call('GET', KEYS[2]) or '0')
+local before = appended
+-- one INCRBY per call for every batch appended (not one per batch: fewer AOF bytes), and the
+-- work message when something was appended and no worker holds the lease
+local function done(out)
+  if appended > before then
+    redis.call('INCRBY', KEYS[2], appended - before)
+    if redis.call('EXISTS', KEYS[6]) == 0 then
+      redis.call('PUBLISH', string.sub(KEYS[6], 1, -6) .. 'work', '1')
+    end
+  end
+  return out
+end
 local applied = tonumber(redis.call('HGET', KEYS[3], 'applied') or '0')
 local now = nil
 local out = {}
@@ -88,7 +100,7 @@ for b = 1, tonumber(ARGV[3]) do
   local lag = appended - applied
   if lag > 0 and lag + n > max_lag then
     out[#out + 1] = {'lag', tostring(lag)}
-    return out
+    return done(out)
   end
   if nids > 0 then
     if not now then
@@ -108,7 +120,7 @@ for b = 1, tonumber(ARGV[3]) do
     end
     if #dups > 1 then
       out[#out + 1] = dups
-      return out
+      return done(out)
     end
     for j = 1, nids do
       local id = ARGV[i + 2 + j]
@@ -116,15 +128,11 @@ for b = 1, tonumber(ARGV[3]) do
     end
   end
   local eid = redis.call('XADD', KEYS[1], '*', 'b', payload, 'n', n)
-  redis.call('INCRBY', KEYS[2], n)
   appended = appended + n
   out[#out + 1] = {'ok', eid}
   i = i + 3 + nids
 end
-if #out > 0 and out[1][1] == 'ok' and redis.call('EXISTS', KEYS[6]) == 0 then
-  redis.call('PUBLISH', string.sub(KEYS[6], 1, -6) .. 'work', '1')
-end
-return out
+return done(out)
 """
 )
 
@@ -180,21 +188,24 @@ local function publish(versions, seq, head, head_pin, pins, base, keep, channel,
 end
 """
 
-# Blobs are shared: the state's chain and every retained version's chains name them. Remove
-# the ones no chain names any more (after a full state, a publish with retention, rollback).
+# Blobs are shared: the state's chain and every retained version's chains name them (and
+# their quality tracker state, 'qblob'). Remove the ones nothing names any more (after a full
+# state, a publish with retention, a new quality blob, rollback).
 _GC = """
 local function gc(state, blobs, versions, base)
   local keep = {}
   local function mark(s)
     if s then for x in string.gmatch(s, '[^,]+') do keep[x] = true end end
   end
-  local st = redis.call('HMGET', state, 'chain', 'schain')
+  local st = redis.call('HMGET', state, 'chain', 'schain', 'qblob')
   mark(st[1])
   mark(st[2])
+  mark(st[3])
   for _, v in ipairs(redis.call('ZRANGE', versions, 0, -1)) do
-    local c = redis.call('HMGET', base .. v, 'chain', 'schain')
+    local c = redis.call('HMGET', base .. v, 'chain', 'schain', 'qblob')
     mark(c[1])
     mark(c[2])
+    mark(c[3])
   end
   local drop = {}
   for _, f in ipairs(redis.call('HKEYS', blobs)) do
@@ -235,8 +246,8 @@ COMMIT = (
 --          the serving chain of the last version published from this state) or 'ref' (a
 --          full blob whose weights refer to the version's state: the version gets
 --          'sref' = 1), 22 quality figures (JSON, '' = none), 23 quality tracker state
---       blob, 24 the history point's quality figures (JSON, a subset of 22), 25 n dead,
---       then (entry id, reason, payload) per dead entry
+--       blob (full, or a delta on the stored 'qblob' chain: its format-2 delta flag),
+--       24 the history point's quality figures (JSON, a subset of 22), 25 n dead, then (entry id, reason, payload) per dead entry
 -- The writer is fenced by the epoch: the lease must hold its token, or have expired with
 -- nobody taking it since (epoch unchanged) — then the commit re-takes it.
 local tok = redis.call('GET', KEYS[1])
@@ -250,6 +261,10 @@ if cur ~= ARGV[2] then return {'conflict', cur} end
 local chain = redis.call('HGET', KEYS[2], 'chain')
 if ARGV[20] ~= 'full' and not chain then return {'nochain', 'state'} end
 local publishing = ARGV[11] == '1'
+-- a quality delta (format 2, delta flag) goes on the stored quality chain ('qblob')
+local qdelta = ARGV[22] ~= '' and string.byte(ARGV[23], 2) == 1
+local qchain = redis.call('HGET', KEYS[2], 'qblob')
+if qdelta and not qchain then return {'nochain', 'quality'} end
 local schain = redis.call('HGET', KEYS[2], 'schain')
 if publishing and ARGV[21] == 'delta' and not schain then return {'nochain', 'serving'} end
 if tok ~= ARGV[1] then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[19]) end
@@ -264,8 +279,20 @@ redis.call('HSET', KEYS[2], 'chain', chain, 'cursor', ARGV[3], 'examples_seen', 
 redis.call('HDEL', KEYS[2], 'blob')
 redis.call('HINCRBY', KEYS[2], 'applied', ARGV[8])
 local quality = ARGV[22] ~= ''
+local qblob = nil
 if quality then
-  redis.call('HSET', KEYS[2], 'quality', ARGV[22], 'quality_state', ARGV[23])
+  -- the tracker state is written once, as a blob the state (and the version) name: a
+  -- full one starts a chain, a delta extends it
+  local q = tostring(redis.call('HINCRBY', KEYS[2], 'bseq', 1))
+  redis.call('HSET', KEYS[12], q, ARGV[23])
+  if qdelta then
+    qblob = qchain .. ',' .. q
+  else
+    qblob = q
+    if qchain then collect = true end
+  end
+  redis.call('HSET', KEYS[2], 'quality', ARGV[22], 'qblob', qblob)
+  redis.call('HDEL', KEYS[2], 'quality_state')
 end
 local nd = tonumber(ARGV[25])
 for i = 0, nd - 1 do
@@ -287,7 +314,7 @@ if publishing then
   local fields = {'chain', chain, 'schain', schain}
   if skind == 'ref' then fields[#fields + 1] = 'sref'; fields[#fields + 1] = '1' end
   if quality then
-    for _, x in ipairs({'quality', ARGV[22], 'quality_state', ARGV[23]}) do
+    for _, x in ipairs({'quality', ARGV[22], 'qblob', qblob}) do
       fields[#fields + 1] = x
     end
   end
@@ -304,11 +331,19 @@ return {'ok', tostring(ver), tostring(now)}
 LOAD_STATE = """
 -- KEYS: state, blobs
 -- Reply: cursor, examples_seen, mistakes, updates, applied, updated_at, format-1 blob,
---        quality tracker state, chain, then the chain's blobs in order (false where one is
---        missing)
+--        the quality tracker state's blobs (its 'qblob' chain, or the older inline
+--        'quality_state'; false if none), chain, then the chain's blobs in order (false
+--        where one is missing)
 local f = redis.call('HMGET', KEYS[1], 'cursor', 'examples_seen', 'mistakes', 'updates',
-  'applied', 'updated_at', 'blob', 'quality_state', 'chain')
-local out = {f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9]}
+  'applied', 'updated_at', 'blob', 'quality_state', 'chain', 'qblob')
+local q = false
+if f[10] then
+  q = {}
+  for x in string.gmatch(f[10], '[^,]+') do q[#q + 1] = redis.call('HGET', KEYS[2], x) end
+elseif f[8] then
+  q = {f[8]}
+end
+local out = {f[1], f[2], f[3], f[4], f[5], f[6], f[7], q, f[9]}
 if f[9] then
   for x in string.gmatch(f[9], '[^,]+') do out[#out + 1] = redis.call('HGET', KEYS[2], x) end
 end
@@ -360,7 +395,7 @@ ROLLBACK = (
 local src = ARGV[2] .. ARGV[1]
 if redis.call('EXISTS', src) == 0 then return {'noversion'} end
 local f = redis.call('HMGET', src, 'state', 'serving', 'examples_seen', 'mistakes', 'updates',
-  'chain', 'schain', 'sref', 'quality', 'quality_state')
+  'chain', 'schain', 'sref', 'quality', 'quality_state', 'qblob')
 redis.call('DEL', KEYS[1])
 redis.call('INCR', KEYS[3])
 redis.call('DEL', KEYS[8])
@@ -382,12 +417,15 @@ redis.call('HSET', KEYS[2], 'cursor', cur, 'examples_seen', f[3],
 local point = {'examples_seen', f[3], 'mistakes', f[4], 'updates', f[5], 'time', now,
   'event', 'rollback:' .. ARGV[1]}
 if f[9] then
-  redis.call('HSET', KEYS[2], 'quality', f[9], 'quality_state', f[10])
-  for _, x in ipairs({'quality', f[9], 'quality_state', f[10]}) do fields[#fields + 1] = x end
+  local qf, qv = 'quality_state', f[10]
+  if f[11] then qf, qv = 'qblob', f[11] end  -- the blob stays: the state names it now
+  redis.call('HDEL', KEYS[2], 'quality_state', 'qblob')
+  redis.call('HSET', KEYS[2], 'quality', f[9], qf, qv)
+  for _, x in ipairs({'quality', f[9], qf, qv}) do fields[#fields + 1] = x end
   point[#point + 1] = 'quality'
   point[#point + 1] = f[9]
 else
-  redis.call('HDEL', KEYS[2], 'quality', 'quality_state')
+  redis.call('HDEL', KEYS[2], 'quality', 'quality_state', 'qblob')
 end
 redis.call('XADD', KEYS[9], 'MAXLEN', '~', ARGV[5], '*', unpack(point))
 local ver = publish(KEYS[4], KEYS[6], KEYS[5], KEYS[8], KEYS[7], ARGV[2], tonumber(ARGV[3]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,9 +16,12 @@ from service.store.codec import (
     decode_batch,
     decode_chain,
     decode_quality,
+    decode_quality_chain,
     decode_state,
     encode_batch,
+    encode_batch_v1,
     encode_quality,
+    encode_quality_delta,
     encode_sparse,
     encode_state,
     feature_axes,
@@ -63,26 +67,88 @@ def batches(draw: st.DrawFn) -> Batch:
 
 
 @settings(max_examples=150, deadline=None)
-@given(batches(), st.booleans())
-def test_batch_round_trip(batch: Batch, with_ids: bool) -> None:
+@given(batches(), st.booleans(), st.sampled_from([encode_batch, encode_batch_v1]))
+def test_batch_round_trip(batch: Batch, with_ids: bool, encode: Any) -> None:
+    """Both formats round-trip exactly (format 1 entries stay readable after an upgrade)."""
     ids = [f"id-{i}" if i % 2 else None for i in range(batch.n)] if with_ids else None
-    got, got_ids = decode_batch(encode_batch(batch, ids))
+    got, got_ids = decode_batch(encode(batch, ids))
     same_batch(got, batch)
     assert got_ids == ids
 
 
+def adversarial_batches() -> list[Batch]:
+    nan_payload = np.array([0x7FF8_0000_DEAD_BEEF, 0xFFF0_0000_0000_0001], dtype="<u8").view("<f8")
+    i32 = np.int32
+    return [
+        # -0.0, NaN payloads (quiet and signalling, with the sign set), subnormals, ±inf
+        Batch(
+            np.array([0, 6], dtype=np.int64),
+            np.array([0, 1, 2, 3, 4, 2**31 - 1], dtype=i32),
+            np.array([-0.0, nan_payload[0], nan_payload[1], 5e-324, -2.2e-308, -np.inf]),
+            np.array([-1], dtype=i32),
+        ),
+        # unsorted and repeated indices, negative ones (the worker refuses them; the codec
+        # must still carry them exactly), empty rows, extreme labels
+        Batch(
+            np.array([0, 3, 3, 5, 5], dtype=np.int64),
+            np.array([9, 2, 2, -(2**31), 2**31 - 1], dtype=i32),
+            np.array([1.0, 1.0, -1.0, 0.5, -0.5]),
+            np.array([2**31 - 1, -(2**31), 0, -1], dtype=i32),
+        ),
+        # one magnitude per row with -0.0 and 0.0 mixed (not the same bits: kept wide)
+        Batch(
+            np.array([0, 2], dtype=np.int64),
+            np.array([5, 6], dtype=i32),
+            np.array([0.0, -0.0]),
+            np.array([1], dtype=i32),
+        ),
+        # huge gaps (the first index of a row is stored whole: 5-byte varints)
+        Batch(
+            np.array([0, 2, 3], dtype=np.int64),
+            np.array([0, 2**31 - 1, 2**31 - 2], dtype=i32),
+            np.full(3, 1 / 3),
+            np.array([0, 1], dtype=i32),
+        ),
+        Batch.empty(),
+        Batch(np.zeros(4, dtype=np.int64), np.zeros(0, i32), np.zeros(0), np.zeros(3, i32)),
+    ]
+
+
+@pytest.mark.parametrize("batch", adversarial_batches())
+@pytest.mark.parametrize("encode", [encode_batch, encode_batch_v1])
+def test_batch_round_trip_is_bit_exact_on_adversarial_values(batch: Batch, encode: Any) -> None:
+    got, _ = decode_batch(encode(batch))
+    same_batch(got, batch)  # compares the bytes: NaN payloads and -0.0 included
+
+
+def test_text_entries_are_smaller_in_format_2() -> None:
+    """An SMS-sized L2-normalised binary text (~90 sorted hashed indices of 2**20) takes
+    about 2.2 bytes a non-zero in format 2 (gap varints), against 3 in format 1."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(4):
+        idx = np.sort(rng.choice(2**20, size=90, replace=False))
+        rows.append((idx.tolist(), [1 / math.sqrt(90)] * 90))
+    batch = Batch.from_rows(rows, [0, 1, 1, 0])
+    v1, v2 = len(encode_batch_v1(batch)), len(encode_batch(batch))
+    assert v2 < 0.8 * v1, (v1, v2)
+    same_batch(decode_batch(encode_batch(batch))[0], batch)
+
+
 def test_narrow_forms_only_when_exact() -> None:
-    """Binary/count values and indices below 2**16 take 6 bytes a non-zero, not 12."""
+    """Format 1: binary/count values and indices below 2**16 take 6 bytes a non-zero, not
+    12; format 2: float32 values when exact."""
     rows = [([1, 7, 65535], [1.0, -0.0, 3.0]), ([2], [np.inf])]
     narrow = Batch.from_rows(rows, [1, 0])
     wide_values = Batch.from_rows([([1, 7, 65535], [0.1, 1.0, 1.0]), ([2], [1.0])], [1, 0])
     wide_index = Batch.from_rows([([1, 7, 65536], [1.0, 1.0, 1.0]), ([2], [1.0])], [1, 0])
     nan = Batch.from_rows([([1], [np.nan])], [0])
     size = {
-        name: len(encode_batch(b))
+        name: len(encode_batch_v1(b))
         for name, b in (("narrow", narrow), ("values", wide_values), ("index", wide_index))
     }
     assert size["values"] - size["narrow"] == 4 * 4 and size["index"] - size["narrow"] == 4 * 2
+    assert len(encode_batch(wide_values)) - len(encode_batch(narrow)) == 4 * 4
     for b in (narrow, wide_values, wide_index, nan):
         got, _ = decode_batch(encode_batch(b))
         same_batch(got, b)
@@ -98,8 +164,9 @@ def test_narrow_forms_only_when_exact() -> None:
     assert np.isnan(decode_batch(encode_batch(nan))[0].data[0])
 
 
-def test_unknown_flags_are_a_decode_error() -> None:
-    raw = bytearray(encode_batch(sample_batch()))
+@pytest.mark.parametrize("encode", [encode_batch, encode_batch_v1])
+def test_unknown_flags_are_a_decode_error(encode: Any) -> None:
+    raw = bytearray(encode(sample_batch()))
     raw[1] = 0x80
     with pytest.raises(DecodeError, match="flags"):
         decode_batch(bytes(raw))
@@ -120,15 +187,15 @@ def test_memoryview_and_bytearray_input() -> None:
 
 
 def corruptions() -> list[bytes]:
-    raw = encode_batch(sample_batch(), ["a", "b", "c"])
-    bad_indptr = bytearray(encode_batch(sample_batch()))
+    raw = encode_batch_v1(sample_batch(), ["a", "b", "c"])
+    bad_indptr = bytearray(encode_batch_v1(sample_batch()))
     bad_indptr[32:40] = (5).to_bytes(8, "little")  # indptr[0] != 0
-    decreasing = bytearray(encode_batch(sample_batch()))
+    decreasing = bytearray(encode_batch_v1(sample_batch()))
     decreasing[40:48] = (3).to_bytes(8, "little")  # indptr [0,3,2,3]: not monotone
     return [
         b"",
         b"\x01",
-        b"\x02" + raw[1:],  # unknown format
+        b"\x07" + raw[1:],  # unknown format
         raw[:-1],  # truncated ids
         raw[:40],  # truncated arrays
         raw + b"\0",  # trailing bytes
@@ -136,6 +203,24 @@ def corruptions() -> list[bytes]:
         bytes(decreasing),
         raw[:-5] + b"xxxxx",  # ids not JSON
         b"garbage that is long enough to pass the header check ..........",
+        *corruptions_v2(),
+    ]
+
+
+def corruptions_v2() -> list[bytes]:
+    raw = encode_batch(sample_batch(), ["a", "b", "c"])
+    plain = encode_batch(sample_batch())
+    return [
+        b"\x02",
+        b"\x02\x00",
+        b"\x02\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",  # overlong header varint
+        b"\x02\x00\x7f\x7f\x00",  # 127 rows in 5 bytes
+        raw[:-1],  # truncated ids
+        raw[:-5] + b"xxxxx",  # ids not JSON
+        plain[:-1],  # a varint short
+        plain + b"\x00",  # one varint too many
+        plain[:-1] + b"\x80",  # the last varint unterminated
+        plain[:-1] + b"\xff\xff\xff\xff\xff\x01",  # a varint of 6 bytes
     ]
 
 
@@ -146,8 +231,9 @@ def test_corrupt_batch_raises_decode_error(payload: bytes) -> None:
     assert info.value.__cause__ is not None or "format" in info.value.message
 
 
-def test_ids_count_must_match() -> None:
-    raw = encode_batch(sample_batch(), ["a", "b"])  # 3 rows, 2 ids
+@pytest.mark.parametrize("encode", [encode_batch, encode_batch_v1])
+def test_ids_count_must_match(encode: Any) -> None:
+    raw = encode(sample_batch(), ["a", "b"])  # 3 rows, 2 ids
     with pytest.raises(DecodeError, match="ids"):
         decode_batch(raw)
 
@@ -337,12 +423,16 @@ def test_normalised_text_rows_take_a_magnitude_per_row_and_three_byte_indices() 
         c = 1 / np.sqrt(16 + k % 5) if k % 50 else 0.0
         rows.append((idx.tolist(), (c * rng.choice([-1.0, 1.0], 16)).tolist()))
     batch = Batch.from_rows(rows, [k % 2 for k in range(200)])
-    payload = encode_batch(batch)
+    payload = encode_batch_v1(batch)
     assert payload[1] == 4 | 8  # ROW_SCALE | INDICES_U24
     assert len(payload) < 200 * (16 * 3.2 + 8 + 8 + 4) + 64
-    got, _ = decode_batch(payload)
-    same_batch(got, batch)
-    assert got.data.flags.writeable and got.indices.flags.writeable
+    compact = encode_batch(batch)
+    assert compact[1] == 4 | 16  # ROW_SCALE | INDICES_GAPS (16 of 2**20: ~2.6 bytes each)
+    assert len(compact) < 200 * (16 * 2.8 + 8 + 2 + 2) + 16
+    for raw in (payload, compact):
+        got, _ = decode_batch(raw)
+        same_batch(got, batch)
+        assert got.data.flags.writeable and got.indices.flags.writeable
 
 
 def test_serving_refs_decode_only_the_named_column() -> None:
@@ -399,3 +489,59 @@ def test_quality_state_is_compressed_and_old_quality_blobs_still_decode() -> Non
         decode_quality(blob[:-4])
     empty = QualityTracker().get_state()
     assert decode_quality(encode_quality(empty))["buckets"].tolist() == []
+
+
+def _same_quality(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert set(got) == set(want)
+    for k, v in want.items():
+        if isinstance(v, np.ndarray):
+            assert got[k].dtype == v.dtype and got[k].tobytes() == v.tobytes(), k
+        else:
+            assert type(got[k]) is type(v) and (got[k] == v or math.isnan(v)), k
+
+
+def test_quality_chains_replay_to_the_bit() -> None:
+    """Each commit's quality tracker state as a delta on the one before (the margins that
+    entered the window, the buckets whose count changed): a tenth of a full blob, and the
+    chain decodes to the tracker state exactly — -0.0, subnormal and huge margins, a
+    window that is not full yet, commits that learned nothing or more than a window."""
+    from service.learning.quality import QualityTracker
+
+    rng = np.random.default_rng(5)
+    tracker = QualityTracker()
+    prev = tracker.get_state()
+    chain = [encode_quality(prev)]
+    sizes = []
+    for i in range(40):
+        n = [0, 1, 90, 1500][i % 4]
+        margins = rng.standard_normal(n) * 4
+        if n:
+            margins[0] = [-0.0, 5e-324, 1e300, -7.5][i % 4]
+        tracker.update(margins, (rng.random(n) < 0.5).astype(np.int32), "calibrated-sigmoid")
+        state = tracker.get_state()
+        delta = encode_quality_delta(prev, state)
+        assert delta is not None
+        chain.append(delta)
+        if n == 90:
+            sizes.append((len(delta), len(encode_quality(state))))
+        _same_quality(decode_quality_chain(chain), state)
+        prev = state
+    assert all(d < f / 4 for d, f in sizes[1:]), sizes  # once the window is full
+
+
+def test_quality_deltas_refuse_what_they_cannot_write() -> None:
+    from service.learning.quality import QualityTracker
+
+    t = QualityTracker()
+    t.update(np.array([0.5, -1.0]), np.array([1, 0]), "calibrated-sigmoid")
+    s1 = t.get_state()
+    t.update(np.array([2.0]), np.array([1]), "calibrated-sigmoid")
+    s2 = t.get_state()
+    assert encode_quality_delta(s2, s1) is None  # examples went back
+    wider = {**s2, "counts": s2["counts"].astype(np.int64)}
+    assert encode_quality_delta(s1, wider) is None  # a dtype changed: a full blob
+    assert encode_quality_delta({**s1, "extra": 1}, s2) is None
+    with pytest.raises(DecodeError):
+        decode_quality_chain([encode_quality_delta(s1, s2) or b""])  # no full blob first
+    with pytest.raises(DecodeError):
+        decode_quality_chain([encode_quality(s1), encode_quality(s2)])  # not a delta

@@ -185,8 +185,12 @@ async def test_commit_carries_quality_into_state_version_and_history(store: Stor
     assert {k: point[k] for k in ("auc", "rolling_auc", "log_loss", "rolling_log_loss")} == {
         k: figures[k] for k in ("auc", "rolling_auc", "log_loss", "rolling_log_loss")
     }
-    version = await store.client.hmget(store.keys.version("m", 1), ["quality", "quality_state"])
-    assert version[0] and version[1]
+    # the tracker state is written once (a blob the state and the version both name)
+    version = await store.client.hmget(store.keys.version("m", 1), ["quality", "qblob"])
+    named = await store.client.hget(store.keys.state("m"), "qblob")
+    assert version[0] and version[1] == named
+    assert await store.client.hget(store.keys.blobs("m"), named)
+    assert await store.client.hget(store.keys.state("m"), "quality_state") is None
     assert [d["entry"] for d in await store.dead_letters("m")] == [e1]
     # a commit without quality (a multi-class model) leaves no quality anywhere
     await store.create_model("k", SPEC)
@@ -221,3 +225,64 @@ async def test_heartbeats(store: Store) -> None:
     await store.client.hset(store.keys.workers(), "w3", b'{"models": [], "ts": 1}')
     assert [w.worker_id for w in await store.workers()] == ["w2"]
     assert await store.client.hexists(store.keys.workers(), "w3") is False  # pruned
+
+
+async def test_quality_blobs_follow_rollback_and_are_collected(store: Store) -> None:
+    """Each commit writes the tracker state once (a blob); a rollback gives the state the
+    version's blob back (exactly), and blobs nothing names any more are deleted."""
+    await store.create_model("q", SPEC)
+    lease = await store.acquire("q", "w")
+    assert lease is not None
+    tracker = QualityTracker()
+    states = []
+    cursor = "0-0"
+    for i in range(3):
+        tracker.update(np.array([0.5 * i, -1.0, 2.0]), np.array([1, 0, i % 2]))
+        states.append(tracker.get_state())
+        entry = (await store.append("q", one())).entry_id
+        assert entry is not None
+        await store.commit(
+            lease, expected_cursor=cursor, cursor=entry, state={"w": np.full(3, float(i))},
+            counters={"examples_seen": i + 1}, applied=1, serving={"W": np.zeros(3), "b": 0.0},
+            quality=Quality(tracker.get_state(), tracker.summary()),
+        )  # fmt: skip
+        cursor = entry
+    got = (await store.load_state("q")).quality
+    assert (
+        got is not None and got["window_margins"].tobytes() == states[2]["window_margins"].tobytes()
+    )
+    await store.rollback("q", 1)
+    got = (await store.load_state("q")).quality
+    assert got is not None
+    for key, value in states[0].items():
+        assert np.asarray(got[key]).tobytes() == np.asarray(value).tobytes(), key
+    # every blob left is named by the state or a retained version
+    named: set[bytes] = set()
+    k = store.keys
+    for key in [k.state("q"), *(k.version("q", v) for v in range(1, 5))]:
+        for f in await store.client.hmget(key, ["chain", "schain", "qblob"]):
+            named |= set(f.split(b",")) if f else set()
+    assert set(await store.client.hkeys(k.blobs("q"))) == named
+
+
+async def test_a_quality_delta_without_a_stored_chain_is_refused(store: Store) -> None:
+    """A quality delta can only extend a stored quality chain; otherwise the commit is
+    refused before anything is written."""
+    from service.errors import CommitConflict
+    from service.store.codec import encode_quality_delta
+
+    await store.create_model("d", SPEC)
+    lease = await store.acquire("d", "w")
+    assert lease is not None
+    t = QualityTracker()
+    s1 = t.get_state()
+    t.update(np.array([1.0]), np.array([1]), "calibrated-sigmoid")
+    delta = encode_quality_delta(s1, t.get_state())
+    assert delta is not None
+    with pytest.raises(CommitConflict, match="quality"):
+        await store.commit(
+            lease, expected_cursor="0-0", cursor="0-0", state={"w": np.zeros(3)},
+            counters={}, applied=0, quality=Quality(t.get_state(), t.summary(), delta),
+        )  # fmt: skip
+    assert await store.client.hget(store.keys.state("d"), "cursor") is None
+    assert not await store.client.exists(store.keys.blobs("d"))

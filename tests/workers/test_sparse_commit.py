@@ -132,7 +132,7 @@ async def test_commits_write_deltas_and_every_version_replays_to_the_bit(
         # blobs: exactly those named by the state and the retained versions
         named = set()
         for key in [store.keys.state("m")] + [store.keys.version("m", v.number) for v in versions]:
-            for field in ("chain", "schain"):
+            for field in ("chain", "schain", "qblob"):  # qblob: the quality tracker state
                 named |= set((await store.client.hget(key, field) or b"").decode().split(","))
         blobs = {x.decode() for x in await store.client.hkeys(store.keys.blobs("m"))}
         assert blobs == named - {""}
