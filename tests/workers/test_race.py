@@ -136,7 +136,9 @@ async def test_three_workers_with_crashes_give_the_single_worker_result(settings
         feeder = asyncio.create_task(feed())
         for _ in range(4):
             await asyncio.sleep(rng.uniform(0.1, 0.4))
-            while not any(w.held for w, _ in running.values()):
+            # workers hold only models with work: once the feeder is done and the streams
+            # drained, none may hold anything, so wait for a holder only while it feeds
+            while not any(w.held for w, _ in running.values()) and not feeder.done():
                 await asyncio.sleep(0.02)
             # crash the busiest worker: its models must change hands (a new epoch)
             i = max(running, key=lambda j: (len(running[j][0].held), rng.random()))
