@@ -131,7 +131,9 @@ async def test_three_workers_with_crashes_give_the_single_worker_result(settings
                 for m in SPECS:
                     if chunks[m]:
                         await admin.append_many(m, [(b, None) for b in chunks[m].pop(0)])
-                await asyncio.sleep(0.01)
+                # ~8 rounds: feeding lasts ~3 s, past the crashes below (workers hold only
+                # models with work, so the crashes must land while there is some)
+                await asyncio.sleep(0.4)
 
         feeder = asyncio.create_task(feed())
         for _ in range(4):
